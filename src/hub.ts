@@ -1,0 +1,286 @@
+// The main thread's server state: sessions, tubes, the job → shard map, the shard pool, the
+// server-wide counters of `stats`, and what each shard reply means for them.
+
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { CMD_COUNT, STATS_CMD_KEYS } from './proto/beanstalk/commands.ts';
+import {
+  K_ACK, K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PEEK_BEST, K_PUT, K_RELEASE,
+  K_RELEASE_CONN, K_RESERVE, K_RESERVE_IF_READY, K_RESERVE_JOB, K_STATS_JOB, K_STATS_TUBE,
+  K_TOTALS, K_TOUCH,
+} from './proto/beanstalk/kinds.ts';
+import type { Session } from './proto/beanstalk/session.ts';
+import { Coordinator } from './route/coordinator.ts';
+import { JobShardMap } from './route/jobmap.ts';
+import { ShardPool } from './route/shards.ts';
+import { TubeRegistry } from './route/tubes.ts';
+import {
+  E_READY, E_TIMED_OUT, HEADER_BYTES, OP_DROP_TUBE, OP_RELEASE_CONN, R_JOB, R_OK, R_TUBES,
+} from './shared/records.ts';
+
+export const VERSION = '0.1.0';
+
+export interface HubConfig {
+  shards: number;
+  jobSizeMax: number;
+  ringBytes?: number;
+}
+
+// Job states as the engine numbers them.
+const READY = 1;
+
+export class Hub {
+  readonly config: HubConfig;
+  readonly pool: ShardPool<Session>;
+  readonly tubes: TubeRegistry<Session>;
+  readonly jobMap = new JobShardMap();
+  readonly coordinator: Coordinator;
+  readonly sessions = new Map<number, Session>();
+
+  nextJobId = 1;
+  private nextConnId = 1;
+  draining = false;
+
+  // stats counters kept on the main thread
+  readonly cmdCounts = new Float64Array(CMD_COUNT);
+  totalJobs = 0;
+  producers = 0;
+  workers = 0;
+  waitingCount = 0;
+  totalConnections = 0;
+  private readonly startedMs = Date.now();
+  private readonly instanceId = randomBytes(8).toString('hex');
+
+  private dirty: Session[] = [];
+  private flushScheduled = false;
+
+  constructor(config: HubConfig) {
+    this.config = config;
+    this.tubes = new TubeRegistry<Session>(config.shards);
+    this.tubes.findOrMake('default').pinned = true;
+    this.tubes.onFree = (t) => {
+      this.pool.request(t.shard, K_ACK, null, 0).header(OP_DROP_TUBE, 0, 0, t.id, 0, 0, 0);
+    };
+    this.coordinator = new Coordinator(this);
+    this.pool = new ShardPool<Session>(
+      { shards: config.shards, ringBytes: config.ringBytes },
+      {
+        reply: (shard, kind, session, seq, buf, at) => this.onReply(shard, kind, session, seq, buf, at),
+        event: (_shard, buf, at) => this.onEvent(buf, at),
+        batchDone: () => this.flushOutputs(),
+      },
+    );
+  }
+
+  newConnId(): number {
+    this.totalConnections++;
+    return this.nextConnId++;
+  }
+
+  // ---- output batching: one socket write per connection per turn ----
+
+  markDirty(s: Session): void {
+    this.dirty.push(s);
+  }
+
+  flushSoon(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(this.flushNow);
+  }
+
+  private readonly flushNow = (): void => {
+    this.flushScheduled = false;
+    this.flushOutputs();
+    this.pool.flush();
+  };
+
+  flushOutputs(): void {
+    const list = this.dirty;
+    if (list.length === 0) return;
+    this.dirty = [];
+    for (const s of list) s.flush();
+  }
+
+  // ---- shard replies ----
+
+  private onReply(shard: number, kind: number, s: Session | null, seq: number, buf: Buffer, at: number): void {
+    if (s !== null) s.replied();
+    const rk = buf[at + 4];
+    const ok = rk === R_OK;
+    const id = buf.readDoubleLE(at + 24);
+    switch (kind) {
+      case K_RESERVE:
+      case K_PEEK_BEST:
+      case K_RESERVE_IF_READY:
+        this.coordinator.reply(shard, kind, s as Session, buf, at);
+        return;
+      case K_PUT: {
+        (s as Session).onPut(seq, id);
+        if (buf.readUInt32LE(at + 12) === READY) this.readyIn(buf.readUInt32LE(at + 16));
+        return;
+      }
+      case K_RESERVE_JOB:
+        if (rk === R_JOB) {
+          const sess = s as Session;
+          if (!sess.isWorker) {
+            sess.isWorker = true;
+            this.workers++;
+          }
+          sess.reserved(seq, buf, at);
+        } else {
+          (s as Session).onSimple(seq, kind, false, 0);
+        }
+        return;
+      case K_DELETE:
+        if (ok) {
+          (s as Session).unreserve(id);
+          this.jobMap.delete(id);
+          const t = this.tubes.get(buf.readUInt32LE(at + 16));
+          if (t !== undefined) {
+            t.jobs--;
+            this.tubes.release(t);
+          }
+        }
+        (s as Session).onSimple(seq, kind, ok, 0);
+        return;
+      case K_RELEASE:
+        if (ok) (s as Session).unreserve(id);
+        (s as Session).onSimple(seq, kind, ok, 0);
+        if (ok && buf.readUInt32LE(at + 12) === READY) this.readyIn(buf.readUInt32LE(at + 16));
+        return;
+      case K_BURY:
+        if (ok) (s as Session).unreserve(id);
+        (s as Session).onSimple(seq, kind, ok, 0);
+        return;
+      case K_TOUCH:
+        if (ok) (s as Session).touched(id, buf.readDoubleLE(at + HEADER_BYTES));
+        (s as Session).onSimple(seq, kind, ok, 0);
+        return;
+      case K_KICK: {
+        const n = buf.readUInt32LE(at + 12);
+        (s as Session).onSimple(seq, kind, true, n);
+        if (n > 0) this.readyIn(buf.readUInt32LE(at + 16));
+        return;
+      }
+      case K_KICK_JOB:
+        (s as Session).onSimple(seq, kind, ok, 0);
+        if (ok) this.readyIn(buf.readUInt32LE(at + 16));
+        return;
+      case K_PAUSE:
+        (s as Session).onSimple(seq, kind, true, 0);
+        return;
+      case K_PEEK:
+        (s as Session).onFound(seq, buf, at);
+        return;
+      case K_STATS_JOB:
+        (s as Session).onStatsJob(seq, buf, at);
+        return;
+      case K_STATS_TUBE:
+        (s as Session).onStatsTube(seq, buf, at);
+        return;
+      case K_TOTALS:
+        (s as Session).onTotals(buf, at);
+        return;
+      case K_RELEASE_CONN:
+        if (rk === R_TUBES) {
+          const count = buf.readUInt32LE(at + 16);
+          for (let i = 0; i < count; i++) this.readyIn(buf.readUInt32LE(at + HEADER_BYTES + i * 4));
+        }
+        return;
+      case K_ACK:
+        return;
+    }
+  }
+
+  private readyIn(tubeId: number): void {
+    const t = this.tubes.get(tubeId);
+    if (t !== undefined && t.waiting.len > 0) this.coordinator.tubeReady(t);
+  }
+
+  private onEvent(buf: Buffer, at: number): void {
+    const kind = buf[at + 4];
+    if (kind === E_READY) {
+      this.readyIn(buf.readUInt32LE(at + 12));
+    } else if (kind === E_TIMED_OUT) {
+      const s = this.sessions.get(buf.readUInt32LE(at + 8));
+      if (s !== undefined) {
+        s.unreserve(buf.readDoubleLE(at + 24));
+        if (s.waiting) this.coordinator.arm(s);
+      }
+    }
+  }
+
+  // ---- connections ----
+
+  sessionOpened(s: Session): void {
+    this.sessions.set(s.connId, s);
+  }
+
+  sessionClosed(s: Session): void {
+    this.sessions.delete(s.connId);
+    this.coordinator.unwait(s);
+    if (s.isProducer) this.producers--;
+    if (s.isWorker) {
+      this.workers--;
+      // Give back every job it holds; the request queues behind any reserve still in flight.
+      for (let shard = 0; shard < this.pool.links.length; shard++) {
+        this.pool.request(shard, K_RELEASE_CONN, null, 0).header(OP_RELEASE_CONN, 0, s.connId, 0, 0, 0, 0);
+      }
+      this.flushSoon();
+    }
+    s.use.using--;
+    this.tubes.release(s.use);
+    for (const t of s.watch.items) {
+      t.watching--;
+      this.tubes.release(t);
+    }
+  }
+
+  // ---- stats ----
+
+  /** sums: [urgent, ready, reserved, delayed, buried, job-timeouts] over every shard. */
+  formatStats(sums: Float64Array): string {
+    const ru = process.resourceUsage();
+    const secs = (us: number): string => `${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0')}`;
+    let s = '---\n';
+    s += `current-jobs-urgent: ${sums[0]}\n`;
+    s += `current-jobs-ready: ${sums[1]}\n`;
+    s += `current-jobs-reserved: ${sums[2]}\n`;
+    s += `current-jobs-delayed: ${sums[3]}\n`;
+    s += `current-jobs-buried: ${sums[4]}\n`;
+    for (const [key, cmd] of STATS_CMD_KEYS) s += `${key}: ${this.cmdCounts[cmd]}\n`;
+    s += `job-timeouts: ${sums[5]}\n`;
+    s += `total-jobs: ${this.totalJobs}\n`;
+    s += `max-job-size: ${this.config.jobSizeMax}\n`;
+    s += `current-tubes: ${this.tubes.count}\n`;
+    s += `current-connections: ${this.sessions.size}\n`;
+    s += `current-producers: ${this.producers}\n`;
+    s += `current-workers: ${this.workers}\n`;
+    s += `current-waiting: ${this.waitingCount}\n`;
+    s += `total-connections: ${this.totalConnections}\n`;
+    s += `pid: ${process.pid}\n`;
+    s += `version: "${VERSION}"\n`;
+    s += `rusage-utime: ${secs(ru.userCPUTime)}\n`;
+    s += `rusage-stime: ${secs(ru.systemCPUTime)}\n`;
+    s += `uptime: ${Math.floor((Date.now() - this.startedMs) / 1000)}\n`;
+    s += 'binlog-oldest-index: 0\n';
+    s += 'binlog-current-index: 0\n';
+    s += 'binlog-records-migrated: 0\n';
+    s += 'binlog-records-written: 0\n';
+    s += 'binlog-max-size: 10485760\n';
+    s += `draining: ${this.draining ? 'true' : 'false'}\n`;
+    s += `id: ${this.instanceId}\n`;
+    s += `hostname: ${os.hostname()}\n`;
+    s += `os: ${os.version()}\n`;
+    s += `platform: ${os.machine()}\n`;
+    return s;
+  }
+
+  async close(): Promise<void> {
+    for (const s of [...this.sessions.values()]) s.close();
+    await this.pool.close();
+  }
+}
+
+void R_OK;

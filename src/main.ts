@@ -1,0 +1,88 @@
+// The `shardstalk` command: beanstalkd's flags where they exist, plus --shards.
+
+import { parseArgs } from 'node:util';
+import { VERSION } from './hub.ts';
+import { makeLogger } from './log.ts';
+import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
+import { HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer } from './server.ts';
+
+const USAGE = `Usage: shardstalk [OPTIONS]
+
+Options:
+ -l ADDR      listen on address (default is ${HOST_DEFAULT})
+ -p PORT      listen on port (default is ${PORT_DEFAULT})
+ -z BYTES     set the maximum job size in bytes (default is ${JOB_SIZE_DEFAULT})
+ --shards N   queue shards, one worker thread each (default: cores - 1, at least 1; here ${shardsDefault()})
+ -V           increase verbosity (info; -V debug; -VV trace)
+ -v, --version  show version information
+ -h, --help   show this help
+`;
+
+function fail(msg: string): never {
+  process.stderr.write(`shardstalk: ${msg}\n${USAGE}`);
+  process.exit(5);
+}
+
+function intArg(name: string, v: string | undefined, min: number, max: number): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) fail(`${name} wants a whole number, got "${v}"`);
+  const n = Number(v);
+  if (n < min || n > max) fail(`${name} must be between ${min} and ${max}`);
+  return n;
+}
+
+let parsed;
+try {
+  parsed = parseArgs({
+    options: {
+      l: { type: 'string' },
+      p: { type: 'string' },
+      z: { type: 'string' },
+      shards: { type: 'string' },
+      V: { type: 'boolean', multiple: true },
+      v: { type: 'boolean' },
+      version: { type: 'boolean' },
+      h: { type: 'boolean' },
+      help: { type: 'boolean' },
+    },
+    strict: true,
+  });
+} catch (err) {
+  fail((err as Error).message);
+}
+const o = parsed.values;
+if (o.h || o.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+if (o.v || o.version) {
+  process.stdout.write(`shardstalk ${VERSION}\n`);
+  process.exit(0);
+}
+
+const verbosity = o.V?.length ?? 0;
+const log = makeLogger(verbosity === 0 ? 'info' : verbosity === 1 ? 'debug' : 'trace');
+const server = await startServer({
+  host: o.l ?? HOST_DEFAULT,
+  port: intArg('-p', o.p, 0, 65535) ?? PORT_DEFAULT,
+  maxJobSize: intArg('-z', o.z, 0, 1024 * 1024 * 1024) ?? JOB_SIZE_DEFAULT,
+  shards: intArg('--shards', o.shards, 1, 254) ?? shardsDefault(),
+  logger: log,
+}).catch((err: Error) => {
+  log.fatal({ err: err.message }, 'cannot start');
+  process.exit(1);
+});
+
+process.on('SIGUSR1', () => server.drain());
+let stopping = false;
+const stop = (signal: string): void => {
+  if (stopping) return;
+  stopping = true;
+  log.info({ signal }, 'shutting down');
+  server.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
+};
+process.on('SIGINT', () => stop('SIGINT'));
+process.on('SIGTERM', () => stop('SIGTERM'));

@@ -1,0 +1,20 @@
+// What the main thread does with a shard's next reply: one code per request a session sends.
+
+export const K_PUT = 1;
+export const K_RESERVE = 2;
+export const K_PEEK_BEST = 3;
+export const K_RESERVE_IF_READY = 4;
+export const K_RESERVE_JOB = 5;
+export const K_DELETE = 6;
+export const K_RELEASE = 7;
+export const K_BURY = 8;
+export const K_TOUCH = 9;
+export const K_KICK = 10;
+export const K_KICK_JOB = 11;
+export const K_PEEK = 12;
+export const K_STATS_JOB = 13;
+export const K_STATS_TUBE = 14;
+export const K_TOTALS = 15;
+export const K_PAUSE = 16;
+export const K_ACK = 17; // a reply nobody waits for (tube drops)
+export const K_RELEASE_CONN = 18;

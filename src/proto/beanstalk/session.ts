@@ -1,0 +1,585 @@
+// One beanstalk connection: the parser's sink, the per-connection state beanstalkd keeps in its
+// Conn (used tube, watch list, reserved jobs, waiting), and replies kept in command order.
+//
+// A command either answers at once (use, watch, list-tube-used...) or sends one request to the
+// shard that owns its tube or job and answers when the reply comes back. Replies go into numbered
+// slots so they leave in command order even when shards answer out of order. A reserve, and the
+// few commands that read state other commands change (stats, list-tubes...), hold the parser
+// until the connection's earlier requests are answered — as beanstalkd's one-command-at-a-time
+// processing would.
+//
+// Nothing here knows about sockets: the transport is an interface, so a session can run on any
+// thread that owns the socket.
+
+import type { Hub } from '../../hub.ts';
+import type { Tube } from '../../route/tubes.ts';
+import { Ms } from '../../route/tubes.ts';
+import {
+  HEADER_BYTES, OP_BURY, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED,
+  OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE_JOB, OP_STATS_JOB, OP_STATS_TUBE,
+  OP_TOTALS, OP_TOUCH, R_JOB, R_NONE, R_NUMS,
+} from '../../shared/records.ts';
+import {
+  CMD_BURY, CMD_DELETE, CMD_IGNORE, CMD_KICK, CMD_KICK_JOB, CMD_LIST_TUBE_USED, CMD_LIST_TUBES,
+  CMD_LIST_TUBES_WATCHED, CMD_PAUSE_TUBE, CMD_PEEK, CMD_PEEK_BURIED, CMD_PEEK_DELAYED,
+  CMD_PEEK_READY, CMD_QUIT, CMD_RELEASE, CMD_RESERVE, CMD_RESERVE_JOB, CMD_RESERVE_TIMEOUT,
+  CMD_STATS, CMD_STATS_JOB, CMD_STATS_TUBE, CMD_TOUCH, CMD_USE, CMD_WATCH,
+} from './commands.ts';
+import {
+  K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_RELEASE, K_RESERVE_JOB,
+  K_STATS_JOB, K_STATS_TUBE, K_TOTALS, K_TOUCH,
+} from './kinds.ts';
+import { Parser, type ParserSink } from './parser.ts';
+import {
+  jobReply, okYaml, REPLY_BURIED, REPLY_DEADLINE_SOON, REPLY_DELETED, REPLY_DRAINING,
+  REPLY_KICKED, REPLY_NOT_FOUND, REPLY_NOT_IGNORED, REPLY_PAUSED, REPLY_RELEASED,
+  REPLY_TIMED_OUT, REPLY_TOUCHED, yamlList,
+} from './replies.ts';
+import { formatJobStats, formatTubeStats } from './stats.ts';
+
+export interface Transport {
+  /** Returns false when the peer is not reading fast enough (stop producing). */
+  write(data: Buffer): boolean;
+  end(): void;
+}
+
+/** Replies that may wait for earlier ones before the connection stops reading commands. */
+export const PENDING_REPLIES_MAX = 4096;
+/** beanstalkd's SAFETY_MARGIN: DEADLINE_SOON this long before a reserved job's TTR runs out. */
+export const DEADLINE_SOON_MS = 1000;
+
+// Why the parser is held (bits).
+const B_RESERVE = 1; //  a reserve is being answered
+const B_BARRIER = 2; //  a command waits for earlier requests to be answered
+const B_PENDING = 4; //  too many replies outstanding
+const B_OUTPUT = 8; //   the peer is not reading
+const B_QUIT = 16; //    quit: close once every reply is out
+
+const BARRIER_CMDS = new Set([CMD_STATS, CMD_STATS_TUBE, CMD_LIST_TUBES, CMD_PAUSE_TUBE, CMD_QUIT]);
+
+export class Session implements ParserSink {
+  readonly hub: Hub;
+  readonly connId: number;
+  readonly parser: Parser;
+  private readonly transport: Transport;
+  closed = false;
+
+  use: Tube<Session>;
+  readonly watch = new Ms<Tube<Session>>();
+  isProducer = false;
+  isWorker = false;
+
+  // Replies in command order.
+  private slots: (Buffer | undefined)[] = new Array(64);
+  private slotHead = 0; // seq of the oldest reply not yet sent
+  private slotNext = 0; // seq of the next command
+  /** Requests sent to shards and not answered yet. */
+  inflight = 0;
+  private out: Buffer[] = [];
+  private dirty = false;
+  private blocked = 0;
+  private deferredCmd = 0;
+
+  // The put being read.
+  private putId = 0;
+
+  // Reserve state (the coordinator drives it).
+  reserveSeq = 0;
+  reserveTimeoutSec = -1;
+  waitStartMs = 0;
+  attempting = false;
+  attemptFromWait = false;
+  attemptEpoch = 0;
+  waiting = false;
+  timerDue = false;
+  waitTimer: ReturnType<typeof setTimeout> | null = null;
+  // Multi-shard reserve: the best candidate seen while asking each shard.
+  gatherLeft = 0;
+  bestId = 0;
+  bestPri = 0;
+  bestShard = -1;
+  // Watched tubes grouped by shard, rebuilt after watch/ignore.
+  private shardTubes: number[][] | null = null;
+  private shardList: number[] = [];
+
+  // Jobs this connection holds, with their TTR deadlines (a connection holds few).
+  readonly resIds: number[] = [];
+  readonly resDeadlines: number[] = [];
+
+  // stats: totals gathered from every shard.
+  private statsLeft = 0;
+  private statsSeq = 0;
+  private readonly statsSum = new Float64Array(6);
+  /** The tube each stats-tube request in flight asked about, by reply slot. */
+  private readonly statsTubes = new Map<number, Tube<Session>>();
+
+  constructor(hub: Hub, connId: number, transport: Transport) {
+    this.hub = hub;
+    this.connId = connId;
+    this.transport = transport;
+    this.parser = new Parser(this, hub.config.jobSizeMax);
+    const def = hub.tubes.findOrMake('default');
+    this.use = def;
+    def.using++;
+    this.watch.append(def);
+    def.watching++;
+  }
+
+  // ---- input ----
+
+  receive(chunk: Buffer): void {
+    if (this.closed) return;
+    this.parser.push(chunk);
+    this.hub.flushSoon();
+  }
+
+  private block(bit: number): void {
+    this.blocked |= bit;
+    this.parser.pause();
+  }
+
+  private unblock(bit: number): void {
+    if ((this.blocked & bit) === 0) return;
+    this.blocked &= ~bit;
+    if (this.blocked === 0 && !this.closed) this.parser.resume();
+  }
+
+  /** The transport drained: read commands again. */
+  drained(): void {
+    this.unblock(B_OUTPUT);
+  }
+
+  // ---- replies in order ----
+
+  private nextSeq(): number {
+    const seq = this.slotNext++;
+    if (this.slotNext - this.slotHead > this.slots.length) {
+      // Grow the ring, keeping each pending slot at seq % length.
+      const old = this.slots;
+      const next: (Buffer | undefined)[] = new Array(old.length * 2);
+      for (let s = this.slotHead; s < seq; s++) next[s % next.length] = old[s % old.length];
+      this.slots = next;
+    }
+    if (this.slotNext - this.slotHead >= PENDING_REPLIES_MAX) this.block(B_PENDING);
+    return seq;
+  }
+
+  /** The reply of command `seq` is known. */
+  complete(seq: number, reply: Buffer): void {
+    if (this.closed) return;
+    if (seq !== this.slotHead) {
+      this.slots[seq % this.slots.length] = reply;
+      return;
+    }
+    this.emit(reply);
+    this.slotHead++;
+    for (;;) {
+      const i = this.slotHead % this.slots.length;
+      const r = this.slots[i];
+      if (this.slotHead === this.slotNext || r === undefined) break;
+      this.slots[i] = undefined;
+      this.emit(r);
+      this.slotHead++;
+    }
+    if ((this.blocked & B_PENDING) !== 0 && this.slotNext - this.slotHead < PENDING_REPLIES_MAX / 2) {
+      this.unblock(B_PENDING);
+    }
+    if ((this.blocked & B_QUIT) !== 0 && this.slotHead === this.slotNext) this.closeAfterFlush();
+  }
+
+  /** A reply decided now, in order after everything pending. */
+  private answer(reply: Buffer): boolean {
+    this.complete(this.nextSeq(), reply);
+    return this.blocked === 0;
+  }
+
+  private emit(reply: Buffer): void {
+    this.out.push(reply);
+    if (!this.dirty) {
+      this.dirty = true;
+      this.hub.markDirty(this);
+    }
+  }
+
+  /** Writes what this turn produced with one write call. */
+  flush(): void {
+    this.dirty = false;
+    if (this.closed || this.out.length === 0) return;
+    const data = this.out.length === 1 ? this.out[0] : Buffer.concat(this.out);
+    this.out = [];
+    if (!this.transport.write(data)) this.block(B_OUTPUT);
+  }
+
+  // ---- requests to shards ----
+
+  /** One request sent: the reply will come back to `handle*` through the hub. */
+  private sent(): void {
+    this.inflight++;
+  }
+
+  /** Called by the hub for every reply addressed to this session, before the kind's handling. */
+  replied(): void {
+    this.inflight--;
+    if (this.inflight === 0 && this.deferredCmd !== 0) {
+      const cmd = this.deferredCmd;
+      this.deferredCmd = 0;
+      this.run(cmd);
+      this.unblock(B_BARRIER);
+    }
+  }
+
+  // ---- ParserSink ----
+
+  count(cmd: number): void {
+    this.hub.cmdCounts[cmd]++;
+  }
+
+  reply(msg: Buffer): boolean {
+    return this.answer(msg);
+  }
+
+  putStart(): void {
+    // beanstalkd makes the job, and so uses up a job id, before reading the body.
+    if (!this.isProducer) {
+      this.isProducer = true;
+      this.hub.producers++;
+    }
+    this.putId = this.hub.nextJobId++;
+  }
+
+  putBody(buf: Uint8Array, start: number, end: number): boolean {
+    const hub = this.hub;
+    const seq = this.nextSeq();
+    if (hub.draining) {
+      this.complete(seq, REPLY_DRAINING);
+      return this.blocked === 0;
+    }
+    const p = this.parser;
+    const tube = this.use;
+    const id = this.putId;
+    tube.jobs++;
+    hub.totalJobs++;
+    hub.jobMap.set(id, tube.shard);
+    const w = hub.pool.request(tube.shard, K_PUT, this, seq);
+    w.header(OP_PUT, 4 + (end - start), this.connId, tube.id, p.pri, p.delaySec, id);
+    w.u32(p.ttrSec);
+    w.bytes(buf, start, end);
+    this.sent();
+    return this.blocked === 0;
+  }
+
+  command(cmd: number): boolean {
+    if (BARRIER_CMDS.has(cmd) && this.inflight > 0) {
+      this.deferredCmd = cmd;
+      this.block(B_BARRIER);
+      return false;
+    }
+    this.run(cmd);
+    return this.blocked === 0;
+  }
+
+  private run(cmd: number): void {
+    const hub = this.hub;
+    const p = this.parser;
+    switch (cmd) {
+      case CMD_RESERVE:
+      case CMD_RESERVE_TIMEOUT:
+        if (!this.isWorker) {
+          this.isWorker = true;
+          hub.workers++;
+        }
+        this.reserveTimeoutSec = cmd === CMD_RESERVE ? -1 : p.timeoutSec;
+        this.reserveSeq = this.nextSeq();
+        this.block(B_RESERVE);
+        hub.coordinator.attempt(this, false);
+        return;
+      case CMD_RESERVE_JOB:
+        this.byId(OP_RESERVE_JOB, K_RESERVE_JOB, p.id, 0, 0);
+        return;
+      case CMD_DELETE:
+        this.byId(OP_DELETE, K_DELETE, p.id, 0, 0);
+        return;
+      case CMD_RELEASE:
+        this.byId(OP_RELEASE, K_RELEASE, p.id, p.pri, p.delaySec);
+        return;
+      case CMD_BURY:
+        this.byId(OP_BURY, K_BURY, p.id, p.pri, 0);
+        return;
+      case CMD_TOUCH:
+        this.byId(OP_TOUCH, K_TOUCH, p.id, 0, 0);
+        return;
+      case CMD_KICK_JOB:
+        this.byId(OP_KICK_JOB, K_KICK_JOB, p.id, 0, 0);
+        return;
+      case CMD_PEEK:
+        this.byId(OP_PEEK, K_PEEK, p.id, 0, 0);
+        return;
+      case CMD_STATS_JOB:
+        this.byId(OP_STATS_JOB, K_STATS_JOB, p.id, 0, 0);
+        return;
+      case CMD_PEEK_READY:
+      case CMD_PEEK_DELAYED:
+      case CMD_PEEK_BURIED: {
+        const op = cmd === CMD_PEEK_READY ? OP_PEEK_READY : cmd === CMD_PEEK_DELAYED ? OP_PEEK_DELAYED : OP_PEEK_BURIED;
+        const w = hub.pool.request(this.use.shard, K_PEEK, this, this.nextSeq());
+        w.header(op, 0, this.connId, this.use.id, 0, 0, 0);
+        this.sent();
+        return;
+      }
+      case CMD_KICK: {
+        const w = hub.pool.request(this.use.shard, K_KICK, this, this.nextSeq());
+        w.header(OP_KICK, 0, this.connId, this.use.id, p.kickCount, 0, 0);
+        this.sent();
+        return;
+      }
+      case CMD_USE: {
+        const t = hub.tubes.findOrMake(p.name);
+        const old = this.use;
+        old.using--;
+        this.use = t;
+        t.using++;
+        hub.tubes.release(old);
+        this.answer(Buffer.from(`USING ${t.name}\r\n`, 'latin1'));
+        return;
+      }
+      case CMD_WATCH: {
+        const t = hub.tubes.findOrMake(p.name);
+        if (!this.watch.contains(t)) {
+          this.watch.append(t);
+          t.watching++;
+          this.shardTubes = null;
+        }
+        this.answer(Buffer.from(`WATCHING ${this.watch.len}\r\n`, 'latin1'));
+        return;
+      }
+      case CMD_IGNORE: {
+        let t: Tube<Session> | undefined;
+        for (const w of this.watch.items) {
+          if (w.name === p.name) {
+            t = w;
+            break;
+          }
+        }
+        if (t !== undefined && this.watch.len < 2) {
+          this.answer(REPLY_NOT_IGNORED);
+          return;
+        }
+        if (t !== undefined) {
+          this.watch.remove(t);
+          t.watching--;
+          this.shardTubes = null;
+          hub.tubes.release(t);
+        }
+        this.answer(Buffer.from(`WATCHING ${this.watch.len}\r\n`, 'latin1'));
+        return;
+      }
+      case CMD_LIST_TUBE_USED:
+        this.answer(Buffer.from(`USING ${this.use.name}\r\n`, 'latin1'));
+        return;
+      case CMD_LIST_TUBES_WATCHED:
+        this.answer(okYaml(yamlList(this.watch.items.map((t) => t.name))));
+        return;
+      case CMD_LIST_TUBES:
+        this.answer(okYaml(yamlList(hub.tubes.all.items.map((t) => t.name))));
+        return;
+      case CMD_STATS_TUBE: {
+        const t = hub.tubes.find(p.name);
+        if (t === undefined) {
+          this.answer(REPLY_NOT_FOUND);
+          return;
+        }
+        const seq = this.nextSeq();
+        this.statsTubes.set(seq, t);
+        const w = hub.pool.request(t.shard, K_STATS_TUBE, this, seq);
+        w.header(OP_STATS_TUBE, 0, this.connId, t.id, 0, 0, 0);
+        this.sent();
+        return;
+      }
+      case CMD_PAUSE_TUBE: {
+        const t = hub.tubes.find(p.name);
+        if (t === undefined) {
+          this.answer(REPLY_NOT_FOUND);
+          return;
+        }
+        const w = hub.pool.request(t.shard, K_PAUSE, this, this.nextSeq());
+        w.header(OP_PAUSE_TUBE, 0, this.connId, t.id, p.delaySec, 0, 0);
+        this.sent();
+        return;
+      }
+      case CMD_STATS: {
+        this.statsSeq = this.nextSeq();
+        this.statsLeft = hub.pool.links.length;
+        this.statsSum.fill(0);
+        for (let s = 0; s < hub.pool.links.length; s++) {
+          hub.pool.request(s, K_TOTALS, this, this.statsSeq).header(OP_TOTALS, 0, this.connId, 0, 0, 0, 0);
+          this.sent();
+        }
+        return;
+      }
+      case CMD_QUIT:
+        this.block(B_QUIT);
+        if (this.slotHead === this.slotNext) this.closeAfterFlush();
+        return;
+    }
+  }
+
+  /** A command about one job: route it to the job's shard, or NOT_FOUND if no shard has it. */
+  private byId(op: number, kind: number, id: number, b: number, c: number): void {
+    const shard = this.hub.jobMap.get(id);
+    if (shard < 0) {
+      this.answer(REPLY_NOT_FOUND);
+      return;
+    }
+    const w = this.hub.pool.request(shard, kind, this, this.nextSeq());
+    w.header(op, 0, this.connId, 0, b, c, id);
+    this.sent();
+  }
+
+  // ---- shard replies (called by the hub; the hub applies server-wide effects first) ----
+
+  onPut(seq: number, id: number): void {
+    this.complete(seq, Buffer.from(`INSERTED ${id}\r\n`, 'latin1'));
+  }
+
+  onSimple(seq: number, kind: number, found: boolean, n: number): void {
+    if (!found) {
+      this.complete(seq, REPLY_NOT_FOUND);
+      return;
+    }
+    switch (kind) {
+      case K_DELETE:
+        this.complete(seq, REPLY_DELETED);
+        return;
+      case K_RELEASE:
+        this.complete(seq, REPLY_RELEASED);
+        return;
+      case K_BURY:
+        this.complete(seq, REPLY_BURIED);
+        return;
+      case K_TOUCH:
+        this.complete(seq, REPLY_TOUCHED);
+        return;
+      case K_KICK_JOB:
+        this.complete(seq, REPLY_KICKED);
+        return;
+      case K_KICK:
+        this.complete(seq, Buffer.from(`KICKED ${n}\r\n`, 'latin1'));
+        return;
+      case K_PAUSE:
+        this.complete(seq, REPLY_PAUSED);
+        return;
+    }
+  }
+
+  onFound(seq: number, buf: Buffer, at: number): void {
+    if (buf[at + 4] !== R_JOB) {
+      this.complete(seq, REPLY_NOT_FOUND);
+      return;
+    }
+    const len = buf.readUInt32LE(at);
+    const id = buf.readDoubleLE(at + 24);
+    this.complete(seq, jobReply('FOUND', id, buf, at + HEADER_BYTES + 8, at + len));
+  }
+
+  onStatsJob(seq: number, buf: Buffer, at: number): void {
+    if (buf[at + 4] !== R_NUMS) {
+      this.complete(seq, REPLY_NOT_FOUND);
+      return;
+    }
+    const tube = this.hub.tubes.get(buf.readDoubleLE(at + HEADER_BYTES + 8));
+    this.complete(seq, okYaml(formatJobStats(buf, at + HEADER_BYTES, tube ? tube.name : '')));
+  }
+
+  onStatsTube(seq: number, buf: Buffer, at: number): void {
+    const t = this.statsTubes.get(seq);
+    this.statsTubes.delete(seq);
+    if (t === undefined || buf[at + 4] !== R_NUMS) {
+      this.complete(seq, REPLY_NOT_FOUND);
+      return;
+    }
+    this.complete(seq, okYaml(formatTubeStats(t, buf, at + HEADER_BYTES)));
+  }
+
+  onTotals(buf: Buffer, at: number): void {
+    for (let i = 0; i < 6; i++) this.statsSum[i] += buf.readDoubleLE(at + HEADER_BYTES + i * 8);
+    if (--this.statsLeft === 0) this.complete(this.statsSeq, okYaml(this.hub.formatStats(this.statsSum)));
+  }
+
+  // ---- reservations ----
+
+  /** Watched tube ids grouped by shard (cached until watch/ignore). */
+  tubesByShard(): { shards: number[]; tubes: number[][] } {
+    if (this.shardTubes === null) {
+      const byShard: number[][] = [];
+      const shards: number[] = [];
+      for (const t of this.watch.items) {
+        if (byShard[t.shard] === undefined) {
+          byShard[t.shard] = [];
+          shards.push(t.shard);
+        }
+        byShard[t.shard].push(t.id);
+      }
+      this.shardTubes = byShard;
+      this.shardList = shards;
+    }
+    return { shards: this.shardList, tubes: this.shardTubes };
+  }
+
+  /** A job was reserved for this connection (reserve or reserve-job). */
+  reserved(seq: number, buf: Buffer, at: number): void {
+    const len = buf.readUInt32LE(at);
+    const id = buf.readDoubleLE(at + 24);
+    const deadline = buf.readDoubleLE(at + HEADER_BYTES);
+    this.resIds.push(id);
+    this.resDeadlines.push(deadline);
+    this.complete(seq, jobReply('RESERVED', id, buf, at + HEADER_BYTES + 8, at + len));
+  }
+
+  /** Forget a job this connection held (deleted, released, buried, timed out). */
+  unreserve(id: number): void {
+    const i = this.resIds.indexOf(id);
+    if (i === -1) return;
+    this.resIds.splice(i, 1);
+    this.resDeadlines.splice(i, 1);
+  }
+
+  touched(id: number, deadline: number): void {
+    const i = this.resIds.indexOf(id);
+    if (i !== -1) this.resDeadlines[i] = deadline;
+  }
+
+  soonestDeadline(): number {
+    let soonest = Infinity;
+    for (const d of this.resDeadlines) if (d < soonest) soonest = d;
+    return soonest;
+  }
+
+  deadlineSoon(nowMs: number): boolean {
+    return nowMs >= this.soonestDeadline() - DEADLINE_SOON_MS;
+  }
+
+  /** The reserve is answered (RESERVED was completed by `reserved`, or one of these words). */
+  reserveAnswered(word: Buffer | null): void {
+    if (word !== null) this.complete(this.reserveSeq, word);
+    this.unblock(B_RESERVE);
+    this.hub.flushSoon();
+  }
+
+  static readonly DEADLINE_SOON = REPLY_DEADLINE_SOON;
+  static readonly TIMED_OUT = REPLY_TIMED_OUT;
+
+  // ---- closing ----
+
+  private closeAfterFlush(): void {
+    this.flush();
+    this.transport.end();
+    this.close();
+  }
+
+  /** The connection is gone: give back what it held, as beanstalkd's connclose does. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.hub.sessionClosed(this);
+  }
+}

@@ -1,0 +1,196 @@
+// Reserve across shards: hands out the ready job with the smallest (pri, id) among every watched,
+// unpaused tube, wherever those tubes live — the job one beanstalkd would choose.
+//
+// - All watched tubes on one shard (the common case): one request, the shard picks and reserves.
+// - Several shards: ask each for its best candidate (peek), then reserve the winner by id on its
+//   shard; if somebody else took it meanwhile, start over.
+// - Nothing ready: the connection waits on each watched tube (beanstalkd's waiting_conns) until
+//   a job becomes ready there, its timeout passes, or one of its reserved jobs nears its TTR end
+//   (DEADLINE_SOON).
+//
+// A wake-up can race with a reserve that is still asking shards; every "tube got a ready job"
+// bumps an epoch, and an attempt that found nothing retries when the epoch moved under it, so no
+// wake-up is lost.
+
+import type { Hub } from '../hub.ts';
+import { DEADLINE_SOON_MS, Session } from '../proto/beanstalk/session.ts';
+import { K_PEEK_BEST, K_RESERVE, K_RESERVE_IF_READY } from '../proto/beanstalk/kinds.ts';
+import { OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_IF_READY, R_BEST, R_JOB } from '../shared/records.ts';
+import type { Tube } from './tubes.ts';
+
+export class Coordinator {
+  private readonly hub: Hub;
+  private epoch = 0;
+
+  constructor(hub: Hub) {
+    this.hub = hub;
+  }
+
+  /** Try to reserve a job for `s` (a fresh reserve, or a waiter that was woken). */
+  attempt(s: Session, fromWait: boolean): void {
+    s.attempting = true;
+    s.attemptFromWait = fromWait;
+    s.attemptEpoch = this.epoch;
+    const { shards, tubes } = s.tubesByShard();
+    const pool = this.hub.pool;
+    if (shards.length === 1) {
+      const shard = shards[0];
+      const list = tubes[shard];
+      const w = pool.request(shard, K_RESERVE, s, 0);
+      w.header(OP_RESERVE, list.length * 4, s.connId, list.length, 0, 0, 0);
+      for (const t of list) w.u32(t);
+      return;
+    }
+    s.gatherLeft = shards.length;
+    s.bestId = 0;
+    s.bestShard = -1;
+    for (const shard of shards) {
+      const list = tubes[shard];
+      const w = pool.request(shard, K_PEEK_BEST, s, 0);
+      w.header(OP_PEEK_BEST, list.length * 4, s.connId, list.length, 0, 0, 0);
+      for (const t of list) w.u32(t);
+    }
+  }
+
+  /** Replies to K_RESERVE, K_PEEK_BEST and K_RESERVE_IF_READY. */
+  reply(shard: number, kind: number, s: Session, buf: Buffer, at: number): void {
+    const rk = buf[at + 4];
+    if (kind === K_PEEK_BEST) {
+      if (rk === R_BEST) {
+        const id = buf.readDoubleLE(at + 24);
+        const pri = buf.readUInt32LE(at + 16);
+        if (s.bestId === 0 || pri < s.bestPri || (pri === s.bestPri && id < s.bestId)) {
+          s.bestId = id;
+          s.bestPri = pri;
+          s.bestShard = shard;
+        }
+      }
+      if (--s.gatherLeft > 0) return;
+      if (s.closed) {
+        s.attempting = false;
+        return;
+      }
+      if (s.bestId === 0) {
+        this.none(s);
+        return;
+      }
+      const w = this.hub.pool.request(s.bestShard, K_RESERVE_IF_READY, s, 0);
+      w.header(OP_RESERVE_IF_READY, 0, s.connId, 0, 0, 0, s.bestId);
+      return;
+    }
+    if (rk === R_JOB) {
+      s.attempting = false;
+      // A job reserved for a connection that has gone is given back by the release request
+      // its close queued behind this one.
+      if (s.closed) return;
+      s.reserved(s.reserveSeq, buf, at);
+      s.reserveAnswered(null);
+      const more = buf.readUInt32LE(at + 16) !== 0;
+      if (more) {
+        const t = this.hub.tubes.get(buf.readUInt32LE(at + 12));
+        if (t !== undefined) this.tubeReady(t);
+      }
+      return;
+    }
+    if (kind === K_RESERVE_IF_READY && !s.closed) {
+      // Somebody took the candidate between the peek and the reserve: ask again.
+      this.attempt(s, s.attemptFromWait);
+      return;
+    }
+    this.none(s);
+  }
+
+  /** Nothing ready for `s` right now. */
+  private none(s: Session): void {
+    s.attempting = false;
+    if (s.closed) return;
+    if (s.attemptEpoch !== this.epoch) {
+      // A job became ready while we were asking: it may be ours.
+      this.attempt(s, s.attemptFromWait);
+      return;
+    }
+    const now = Date.now();
+    if (s.attemptFromWait) {
+      this.wait(s);
+      if (s.timerDue) {
+        s.timerDue = false;
+        this.timer(s);
+      }
+      return;
+    }
+    if (s.deadlineSoon(now)) {
+      s.reserveAnswered(Session.DEADLINE_SOON);
+      return;
+    }
+    if (s.reserveTimeoutSec === 0) {
+      s.reserveAnswered(Session.TIMED_OUT);
+      return;
+    }
+    s.waitStartMs = now;
+    this.wait(s);
+  }
+
+  private wait(s: Session): void {
+    s.waiting = true;
+    for (const t of s.watch.items) t.waiting.append(s);
+    this.hub.waitingCount++;
+    this.arm(s);
+  }
+
+  /** Stop waiting (woken, timed out, or closed). */
+  unwait(s: Session): void {
+    if (!s.waiting) return;
+    s.waiting = false;
+    for (const t of s.watch.items) t.waiting.remove(s);
+    this.hub.waitingCount--;
+    if (s.waitTimer !== null) {
+      clearTimeout(s.waitTimer);
+      s.waitTimer = null;
+    }
+  }
+
+  /** The wait ends at the reserve's timeout or DEADLINE_SOON_MS before the soonest TTR deadline. */
+  arm(s: Session): void {
+    if (s.waitTimer !== null) {
+      clearTimeout(s.waitTimer);
+      s.waitTimer = null;
+    }
+    let at = s.soonestDeadline() - DEADLINE_SOON_MS;
+    if (s.reserveTimeoutSec >= 0) at = Math.min(at, s.waitStartMs + s.reserveTimeoutSec * 1000);
+    if (at === Infinity) return;
+    s.waitTimer = setTimeout(() => {
+      s.waitTimer = null;
+      this.timer(s);
+    }, Math.max(0, at - Date.now()));
+  }
+
+  private timer(s: Session): void {
+    if (s.closed) return;
+    if (s.attempting) {
+      s.timerDue = true; // decide when the attempt in flight comes back empty
+      return;
+    }
+    if (!s.waiting) return;
+    const now = Date.now();
+    if (s.deadlineSoon(now)) {
+      this.unwait(s);
+      s.reserveAnswered(Session.DEADLINE_SOON);
+    } else if (s.reserveTimeoutSec >= 0 && now >= s.waitStartMs + s.reserveTimeoutSec * 1000) {
+      this.unwait(s);
+      s.reserveAnswered(Session.TIMED_OUT);
+    } else {
+      this.arm(s);
+    }
+    this.hub.flushSoon();
+  }
+
+  /** Tube `t` may have gained ready jobs: wake one connection waiting on it. */
+  tubeReady(t: Tube<Session>): void {
+    this.epoch++;
+    const s = t.waiting.take();
+    if (s === undefined) return;
+    // take() removed it from this tube; unwait removes it from the others.
+    this.unwait(s);
+    this.attempt(s, true);
+  }
+}

@@ -1,0 +1,126 @@
+// The main thread's registry of tubes: names, which shard owns each, who uses and watches them,
+// which connections wait on them. The jobs themselves live on the shards; the registry only
+// counts them so a tube disappears exactly when beanstalkd's would (no user, no watcher, no job).
+
+import { shardOf } from './hash.ts';
+
+/**
+ * beanstalkd's `Ms` multiset: append at the end, removal moves the last item into the hole, and
+ * `take` walks a cursor. list-tubes, list-tubes-watched and the order in which waiting
+ * connections get jobs all follow from these rules, so we keep them exactly.
+ */
+export class Ms<T> {
+  readonly items: T[] = [];
+  private last = 0;
+
+  get len(): number {
+    return this.items.length;
+  }
+
+  append(item: T): void {
+    this.items.push(item);
+  }
+
+  private deleteAt(i: number): void {
+    const lastItem = this.items.pop() as T;
+    if (i < this.items.length) this.items[i] = lastItem;
+  }
+
+  remove(item: T): boolean {
+    const i = this.items.indexOf(item);
+    if (i === -1) return false;
+    this.deleteAt(i);
+    return true;
+  }
+
+  contains(item: T): boolean {
+    return this.items.indexOf(item) !== -1;
+  }
+
+  take(): T | undefined {
+    if (this.items.length === 0) return undefined;
+    this.last = this.last % this.items.length;
+    const item = this.items[this.last];
+    this.deleteAt(this.last);
+    this.last++;
+    return item;
+  }
+}
+
+export interface Waiter {
+  readonly connId: number;
+}
+
+export class Tube<W extends Waiter = Waiter> {
+  readonly name: string;
+  readonly id: number;
+  readonly shard: number;
+  using = 0;
+  watching = 0;
+  /** Live jobs in the tube: +1 when a put is sent, -1 when a delete succeeds. */
+  jobs = 0;
+  /** Connections blocked in a reserve that watch this tube (beanstalkd's waiting_conns). */
+  readonly waiting = new Ms<W>();
+  /** The default tube is never freed (beanstalkd holds a reference to it for ever). */
+  pinned = false;
+
+  constructor(name: string, id: number, shard: number) {
+    this.name = name;
+    this.id = id;
+    this.shard = shard;
+  }
+
+  get unreferenced(): boolean {
+    return !this.pinned && this.using === 0 && this.watching === 0 && this.jobs === 0;
+  }
+}
+
+export class TubeRegistry<W extends Waiter = Waiter> {
+  readonly shards: number;
+  /** All tubes in beanstalkd's order (list-tubes). */
+  readonly all = new Ms<Tube<W>>();
+  private readonly byName = new Map<string, Tube<W>>();
+  private readonly byId: (Tube<W> | undefined)[] = [];
+  private readonly freeIds: number[] = [];
+  /** Called when a tube is freed, so its shard can forget it (stats, pause). */
+  onFree: (t: Tube<W>) => void = () => {};
+
+  constructor(shards: number) {
+    this.shards = shards;
+  }
+
+  find(name: string): Tube<W> | undefined {
+    return this.byName.get(name);
+  }
+
+  get(id: number): Tube<W> | undefined {
+    return this.byId[id];
+  }
+
+  findOrMake(name: string): Tube<W> {
+    let t = this.byName.get(name);
+    if (t !== undefined) return t;
+    const id = this.freeIds.length > 0 ? (this.freeIds.pop() as number) : this.byId.length;
+    t = new Tube<W>(name, id, shardOf(name, this.shards));
+    this.byId[id] = t;
+    this.byName.set(name, t);
+    this.all.append(t);
+    return t;
+  }
+
+  /** Frees the tube if nothing refers to it any more. */
+  release(t: Tube<W>): void {
+    if (!t.unreferenced || this.byId[t.id] !== t) return;
+    this.all.remove(t);
+    this.byName.delete(t.name);
+    this.byId[t.id] = undefined;
+    this.onFree(t);
+    // The id is reused only after the shard has seen the drop: rings are FIFO, so any later
+    // request naming this id reaches the shard after the drop.
+    this.freeIds.push(t.id);
+  }
+
+  get count(): number {
+    return this.all.len;
+  }
+}

@@ -1,0 +1,168 @@
+// Binary records exchanged between the main thread and the shard threads over the SAB rings.
+//
+// Every record is a fixed 32-byte header, optionally followed by a payload (a job body, a tube
+// list, or a few float64 statistics). Both directions use the same header layout so one encoder
+// and one decoder serve both threads. Little-endian throughout (DataView-free: Buffer's
+// read/write*LE methods are as fast and avoid an object per record).
+//
+//   offset size  request (main -> shard)             reply / event (shard -> main)
+//   0      u32   total record length (header+payload)
+//   4      u8    op (OP_*)                           kind (R_* or E_*)
+//   5..7         unused (zero)
+//   8      u32   conn                                conn (events) / u32 result a
+//   12     u32   a (tube, pri, count...)             a2
+//   16     u32   b (pri, delay...)                   b
+//   20     u32   c (delay, ttr...)                   c
+//   24     f64   job id                              job id / deadline / value
+
+export const HEADER_BYTES = 32;
+
+// Requests, main -> shard. Every request gets exactly one reply, in order, so the main thread
+// matches replies to requests with a FIFO per shard instead of tags.
+export const OP_PUT = 1; //            conn, a=tube, b=pri, c=delaySec, u32@28? no: ttr in payload prefix
+export const OP_RESERVE = 2; //        conn, a=tube count; payload u32[count] tube ids
+export const OP_PEEK_BEST = 3; //      a=tube count; payload u32[count]
+export const OP_RESERVE_IF_READY = 4; // conn, id
+export const OP_RESERVE_JOB = 5; //    conn, id
+export const OP_DELETE = 6; //         conn, id
+export const OP_RELEASE = 7; //        conn, id, b=pri, c=delaySec
+export const OP_BURY = 8; //           conn, id, b=pri
+export const OP_TOUCH = 9; //          conn, id
+export const OP_KICK = 10; //          a=tube, b=count
+export const OP_KICK_JOB = 11; //      id
+export const OP_PEEK = 12; //          id
+export const OP_PEEK_READY = 13; //    a=tube
+export const OP_PEEK_DELAYED = 14; //  a=tube
+export const OP_PEEK_BURIED = 15; //   a=tube
+export const OP_STATS_JOB = 16; //     id
+export const OP_STATS_TUBE = 17; //    a=tube
+export const OP_TOTALS = 18; //
+export const OP_PAUSE_TUBE = 19; //    a=tube, b=delaySec
+export const OP_DROP_TUBE = 20; //     a=tube
+export const OP_RELEASE_CONN = 21; //  conn
+export const OP_SHUTDOWN = 22; //
+
+// Replies, shard -> main (one per request).
+export const R_NONE = 1; //   nothing found / refused
+export const R_OK = 2; //     a = small result (state, count, tube), value@24 = f64 (deadline...)
+export const R_JOB = 3; //    a = tube, b = 1 if more ready jobs remain in the tubes asked, id@24,
+//                            payload: f64 deadline then the body bytes
+export const R_BEST = 4; //   b = pri, id@24
+export const R_NUMS = 5; //   a = count; payload f64[count]
+export const R_TUBES = 6; //  a = count released, b = tube count; payload u32[b] tubes that gained ready jobs
+
+// Events, shard -> main (unsolicited: they do not consume a FIFO entry).
+export const E_READY = 64; //     a = tube that gained ready jobs by the clock (delay end, TTR end, unpause)
+export const E_TIMED_OUT = 65; // conn, id: a reservation ran out of time and went back to ready
+
+export function isEvent(kind: number): boolean {
+  return kind >= 64;
+}
+
+/**
+ * Appends records into one growing Buffer: one per shard per event-loop turn on the main thread,
+ * one per batch on a shard. The bytes are then copied into the ring in as few writes as fit.
+ */
+export class RecordWriter {
+  buf: Buffer;
+  len = 0;
+
+  constructor(initialBytes = 64 * 1024) {
+    this.buf = Buffer.allocUnsafe(initialBytes);
+  }
+
+  private ensure(extra: number): void {
+    const need = this.len + extra;
+    if (need <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < need) size *= 2;
+    const next = Buffer.allocUnsafe(size);
+    this.buf.copy(next, 0, 0, this.len);
+    this.buf = next;
+  }
+
+  /** Writes a header; returns its offset so a payload can follow. */
+  header(op: number, payloadBytes: number, conn: number, a: number, b: number, c: number, id: number): number {
+    this.ensure(HEADER_BYTES + payloadBytes);
+    const buf = this.buf;
+    const at = this.len;
+    buf.writeUInt32LE(HEADER_BYTES + payloadBytes, at);
+    buf.writeUInt32LE(op, at + 4); // op in the low byte, the rest zero
+    buf.writeUInt32LE(conn >>> 0, at + 8);
+    buf.writeUInt32LE(a >>> 0, at + 12);
+    buf.writeUInt32LE(b >>> 0, at + 16);
+    buf.writeUInt32LE(c >>> 0, at + 20);
+    buf.writeDoubleLE(id, at + 24);
+    this.len = at + HEADER_BYTES;
+    return at;
+  }
+
+  u32(v: number): void {
+    this.ensure(4);
+    this.buf.writeUInt32LE(v >>> 0, this.len);
+    this.len += 4;
+  }
+
+  f64(v: number): void {
+    this.ensure(8);
+    this.buf.writeDoubleLE(v, this.len);
+    this.len += 8;
+  }
+
+  bytes(src: Uint8Array, start: number, end: number): void {
+    const n = end - start;
+    this.ensure(n);
+    this.buf.set(src.subarray(start, end), this.len);
+    this.len += n;
+  }
+
+  reset(): void {
+    this.len = 0;
+  }
+}
+
+/**
+ * Reassembles records from the byte stream a Ring delivers (a record may arrive in pieces when
+ * it straddles a partial write). `next()` returns the offset of the next whole record in `buf`, or
+ * -1 when more bytes are needed.
+ */
+export class RecordReader {
+  buf: Buffer;
+  start = 0;
+  end = 0;
+
+  constructor(initialBytes = 256 * 1024) {
+    this.buf = Buffer.allocUnsafe(initialBytes);
+  }
+
+  /** Space to read into: compacts consumed bytes away and grows for a large pending record. */
+  prepare(minFree: number): void {
+    if (this.start > 0) {
+      if (this.end > this.start) this.buf.copy(this.buf, 0, this.start, this.end);
+      this.end -= this.start;
+      this.start = 0;
+    }
+    let want = this.end + minFree;
+    if (this.end >= 4) {
+      const recLen = this.buf.readUInt32LE(0);
+      if (recLen > want) want = recLen;
+    }
+    if (want > this.buf.length) {
+      let size = this.buf.length * 2;
+      while (size < want) size *= 2;
+      const next = Buffer.allocUnsafe(size);
+      this.buf.copy(next, 0, 0, this.end);
+      this.buf = next;
+    }
+  }
+
+  next(): number {
+    const avail = this.end - this.start;
+    if (avail < HEADER_BYTES) return -1;
+    const len = this.buf.readUInt32LE(this.start);
+    if (avail < len) return -1;
+    const at = this.start;
+    this.start += len;
+    return at;
+  }
+}

@@ -1,0 +1,263 @@
+// A shard thread: owns the queues of the tubes hashed to it.
+//
+// It has no event loop work to do: it drains its request ring, applies each record to the
+// engine, runs the clock (delays, TTRs, pauses), publishes every reply of the batch with one ring
+// write and one doorbell, then sleeps in Atomics.wait until the next request or the next
+// deadline — whichever comes first. No per-job timers: the next wake comes from the heap tops.
+
+import { workerData } from 'node:worker_threads';
+import { Doorbell } from '../src/shared/doorbell.ts';
+import {
+  E_READY, E_TIMED_OUT, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
+  OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BEST, OP_PEEK_BURIED, OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT,
+  OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_IF_READY, OP_RESERVE_JOB, OP_STATS_JOB,
+  OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, R_BEST, R_JOB, R_NONE, R_NUMS, R_OK, R_TUBES, RecordReader,
+  RecordWriter,
+} from '../src/shared/records.ts';
+import { Ring } from '../src/shared/ring.ts';
+import { Engine } from './engine/engine.ts';
+
+interface ShardData {
+  index: number;
+  toShard: SharedArrayBuffer;
+  fromShard: SharedArrayBuffer;
+  bell: SharedArrayBuffer;
+  mainBell: SharedArrayBuffer;
+  stop: SharedArrayBuffer;
+}
+
+/** Longest sleep without a deadline: a safety net only; every request rings the doorbell. */
+const IDLE_WAIT_MS = 1000;
+
+const data = workerData as ShardData;
+const inRing = Ring.attach(data.toShard);
+const outRing = Ring.attach(data.fromShard);
+const bell = Doorbell.attach(data.bell);
+const mainBell = Doorbell.attach(data.mainBell);
+const stop = new Int32Array(data.stop);
+
+const engine = new Engine();
+const reader = new RecordReader();
+const out = new RecordWriter();
+const nums = new Float64Array(16);
+let tubeScratch = new Int32Array(64);
+
+// Clock events of one batch, deduplicated per tube.
+let readyMark = new Uint8Array(64);
+const readyList: number[] = [];
+const sink = {
+  ready(tube: number): void {
+    if (tube >= readyMark.length) {
+      const next = new Uint8Array(Math.max(tube + 1, readyMark.length * 2));
+      next.set(readyMark);
+      readyMark = next;
+    }
+    if (readyMark[tube] === 0) {
+      readyMark[tube] = 1;
+      readyList.push(tube);
+    }
+  },
+  timedOut(id: number, conn: number): void {
+    out.header(E_TIMED_OUT, 0, conn, 0, 0, 0, id);
+  },
+};
+
+function readTubes(buf: Buffer, at: number, count: number): Int32Array {
+  if (count > tubeScratch.length) tubeScratch = new Int32Array(count * 2);
+  for (let i = 0; i < count; i++) tubeScratch[i] = buf.readUInt32LE(at + HEADER_BYTES + i * 4);
+  return tubeScratch;
+}
+
+/** R_JOB: a = tube, b = more, id, payload f64 deadline + body. */
+function replyJob(id: number, more: number, deadlineMs: number): void {
+  const body = engine.body(id);
+  out.header(R_JOB, 8 + body.length, 0, engine.tubeOf(id), more, 0, id);
+  out.f64(deadlineMs);
+  out.bytes(body, 0, body.length);
+}
+
+function reservedDeadline(id: number, now: number): number {
+  engine.jobStats(id, now, nums);
+  return now + nums[6] * 1000; // reserve set deadline = now + ttr
+}
+
+function handle(buf: Buffer, at: number, now: number): void {
+  const op = buf[at + 4];
+  const conn = buf.readUInt32LE(at + 8);
+  const a = buf.readUInt32LE(at + 12);
+  const b = buf.readUInt32LE(at + 16);
+  const c = buf.readUInt32LE(at + 20);
+  const id = buf.readDoubleLE(at + 24);
+  switch (op) {
+    case OP_PUT: {
+      const len = buf.readUInt32LE(at);
+      const ttr = buf.readUInt32LE(at + HEADER_BYTES);
+      const bodyStart = at + HEADER_BYTES + 4;
+      const state = engine.put(a, id, b, c, ttr, buf.subarray(bodyStart, at + len), now);
+      out.header(R_OK, 0, 0, state, a, 0, id);
+      return;
+    }
+    case OP_RESERVE: {
+      const tubes = readTubes(buf, at, a);
+      const got = engine.reserveBest(tubes, a, conn, now);
+      if (got === 0) {
+        out.header(R_NONE, 0, 0, 0, 0, 0, 0);
+        return;
+      }
+      replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, reservedDeadline(got, now));
+      return;
+    }
+    case OP_PEEK_BEST: {
+      const tubes = readTubes(buf, at, a);
+      const got = engine.peekBest(tubes, a, now);
+      if (got === 0) out.header(R_NONE, 0, 0, 0, 0, 0, 0);
+      else out.header(R_BEST, 0, 0, engine.tubeOf(got), engine.lastPri, 0, got);
+      return;
+    }
+    case OP_RESERVE_IF_READY:
+    case OP_RESERVE_JOB: {
+      const ok = op === OP_RESERVE_JOB ? engine.reserveJob(id, conn, now) : engine.reserveIfReady(id, conn, now);
+      if (!ok) {
+        out.header(R_NONE, 0, 0, 0, 0, 0, 0);
+        return;
+      }
+      replyJob(id, engine.peekReady(engine.tubeOf(id)) !== 0 ? 1 : 0, reservedDeadline(id, now));
+      return;
+    }
+    // Replies about one job echo its id, so the main thread can update what the connection holds.
+    case OP_DELETE: {
+      const tube = engine.deleteJob(id, conn);
+      if (tube < 0) out.header(R_NONE, 0, 0, 0, 0, 0, id);
+      else out.header(R_OK, 0, 0, 0, tube, 0, id);
+      return;
+    }
+    case OP_RELEASE: {
+      const tube = engine.tubeOf(id);
+      const state = engine.release(id, conn, b, c, now);
+      if (state < 0) out.header(R_NONE, 0, 0, 0, 0, 0, id);
+      else out.header(R_OK, 0, 0, state, tube, 0, id);
+      return;
+    }
+    case OP_BURY:
+      if (engine.bury(id, conn, b)) out.header(R_OK, 0, 0, 0, 0, 0, id);
+      else out.header(R_NONE, 0, 0, 0, 0, 0, id);
+      return;
+    case OP_TOUCH:
+      if (engine.touch(id, conn, now)) {
+        out.header(R_OK, 8, 0, 0, 0, 0, id);
+        out.f64(reservedDeadline(id, now));
+      } else {
+        out.header(R_NONE, 0, 0, 0, 0, 0, id);
+      }
+      return;
+    case OP_KICK:
+      out.header(R_OK, 0, 0, engine.kick(a, b, now), a, 0, 0);
+      return;
+    case OP_KICK_JOB:
+      if (engine.kickJob(id, now)) out.header(R_OK, 0, 0, 0, engine.tubeOf(id), 0, id);
+      else out.header(R_NONE, 0, 0, 0, 0, 0, id);
+      return;
+    case OP_PEEK:
+    case OP_PEEK_READY:
+    case OP_PEEK_DELAYED:
+    case OP_PEEK_BURIED: {
+      const got =
+        op === OP_PEEK ? (engine.state(id) !== 0 ? id : 0)
+        : op === OP_PEEK_READY ? engine.peekReady(a)
+        : op === OP_PEEK_DELAYED ? engine.peekDelayed(a)
+        : engine.peekBuried(a);
+      if (got === 0) out.header(R_NONE, 0, 0, 0, 0, 0, 0);
+      else replyJob(got, 0, 0);
+      return;
+    }
+    case OP_STATS_JOB:
+      if (!engine.jobStats(id, now, nums)) {
+        out.header(R_NONE, 0, 0, 0, 0, 0, 0);
+        return;
+      }
+      replyNums(13);
+      return;
+    case OP_STATS_TUBE:
+      engine.tubeStats(a, now, nums);
+      replyNums(10);
+      return;
+    case OP_TOTALS:
+      engine.totals(nums);
+      replyNums(6);
+      return;
+    case OP_PAUSE_TUBE:
+      engine.pauseTube(a, b, now);
+      out.header(R_OK, 0, 0, 0, 0, 0, 0);
+      return;
+    case OP_DROP_TUBE:
+      engine.dropTube(a);
+      out.header(R_OK, 0, 0, 0, 0, 0, 0);
+      return;
+    case OP_RELEASE_CONN: {
+      const n = engine.releaseConn(conn, now);
+      const tubes = engine.lastTubes;
+      out.header(R_TUBES, tubes.length * 4, 0, n, tubes.length, 0, 0);
+      for (let i = 0; i < tubes.length; i++) out.u32(tubes[i]);
+      return;
+    }
+    default:
+      throw new Error(`shard ${data.index}: unknown op ${op}`);
+  }
+}
+
+function replyNums(count: number): void {
+  out.header(R_NUMS, count * 8, 0, count, 0, 0, 0);
+  for (let i = 0; i < count; i++) out.f64(nums[i]);
+}
+
+/** Copies the batch of replies into the ring; waits for room if the main thread lags behind. */
+function publish(): void {
+  let off = 0;
+  while (off < out.len) {
+    const n = outRing.write(out.buf, off, out.len - off);
+    off += n;
+    if (off < out.len) {
+      mainBell.ring();
+      // The main thread drains asynchronously; a short sleep is cheaper than a second doorbell.
+      Atomics.wait(stop, 0, 0, 1);
+    }
+  }
+  out.reset();
+  mainBell.ring();
+}
+
+function loop(): void {
+  for (;;) {
+    if (Atomics.load(stop, 0) !== 0) return;
+    let got = false;
+    for (;;) {
+      reader.prepare(64 * 1024);
+      const n = inRing.read(reader.buf, reader.end, reader.buf.length - reader.end);
+      if (n === 0) break;
+      reader.end += n;
+      got = true;
+      const now = Date.now();
+      let at: number;
+      while ((at = reader.next()) !== -1) handle(reader.buf, at, now);
+    }
+    const now = Date.now();
+    const next = engine.tick(now, sink);
+    for (const tube of readyList) {
+      readyMark[tube] = 0;
+      out.header(E_READY, 0, 0, tube, 0, 0, 0);
+    }
+    readyList.length = 0;
+    if (out.len > 0) publish();
+    if (got) continue;
+    const seq = bell.prepareWait();
+    if (inRing.readable() > 0 || Atomics.load(stop, 0) !== 0) {
+      bell.cancelWait();
+      continue;
+    }
+    const waitMs = next === Infinity ? IDLE_WAIT_MS : Math.max(0, Math.min(IDLE_WAIT_MS, next - Date.now()));
+    if (waitMs > 0) bell.wait(seq, waitMs);
+    else bell.cancelWait();
+  }
+}
+
+loop();
