@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { BodyStore } from '../../workers/engine/bodystore.ts';
+
+// Body bytes derived from (slot, generation, len) so moved bodies can be verified exactly.
+function bodyFor(slot: number, gen: number, len: number): Uint8Array {
+  const b = new Uint8Array(len);
+  for (let i = 0; i < len; i++) b[i] = (slot * 31 + gen * 7 + i * 13) & 0xff;
+  return b;
+}
+
+function rng(seed: number) {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+describe('BodyStore', () => {
+  it('stores and returns bodies, including empty ones', () => {
+    const s = new BodyStore(1024, 4);
+    s.growSlots(8);
+    s.put(0, bodyFor(0, 0, 5));
+    s.put(1, new Uint8Array(0));
+    s.put(7, bodyFor(7, 0, 100));
+    s.check(3);
+    expect(s.get(0)).toEqual(bodyFor(0, 0, 5));
+    expect(s.get(1).length).toBe(0);
+    expect(s.get(7)).toEqual(bodyFor(7, 0, 100));
+    expect(s.length(7)).toBe(100);
+    expect(() => s.put(0, new Uint8Array(1))).toThrow(/already/);
+    s.free(1);
+    expect(() => s.free(1)).toThrow(/no body/);
+    s.check(2);
+  });
+
+  it('gives a body larger than a chunk its own chunk and drops it when freed', () => {
+    const s = new BodyStore(256, 4);
+    s.put(0, bodyFor(0, 0, 10));
+    s.put(1, bodyFor(1, 0, 1000));
+    s.put(2, bodyFor(2, 0, 10));
+    s.check(3);
+    expect(s.chunkCount).toBe(2);
+    expect(s.get(1)).toEqual(bodyFor(1, 0, 1000));
+    s.free(1);
+    s.check(2);
+    expect(s.chunkCount).toBe(1);
+    expect(s.get(0)).toEqual(bodyFor(0, 0, 10));
+    expect(s.get(2)).toEqual(bodyFor(2, 0, 10));
+  });
+
+  it('drops a retired chunk when its last body is freed and rewinds the current one', () => {
+    const s = new BodyStore(256, 64);
+    for (let i = 0; i < 20; i++) s.put(i, bodyFor(i, 0, 40)); // 44 B records: 5 per chunk
+    s.check(20);
+    expect(s.chunkCount).toBe(4);
+    for (let i = 0; i < 20; i++) {
+      s.free(i);
+      s.check(19 - i);
+    }
+    expect(s.chunkCount).toBe(1);
+    expect(s.liveBytes).toBe(0);
+  });
+
+  it('compacts a mostly-dead chunk, moving live bodies intact', () => {
+    const s = new BodyStore(400, 64);
+    // 10 records of 40 B fill the first chunk exactly; then more go to later chunks.
+    for (let i = 0; i < 30; i++) s.put(i, bodyFor(i, 0, 36));
+    s.check(30);
+    const before = s.compactions;
+    // Free 8 of the 10 bodies of the first chunk: live 2/10 < 1/4 -> compaction.
+    for (let i = 0; i < 8; i++) {
+      s.free(i);
+      s.check(29 - i);
+    }
+    expect(s.compactions).toBe(before + 1);
+    for (let i = 8; i < 30; i++) expect(s.get(i)).toEqual(bodyFor(i, 0, 36));
+  });
+
+  it('compacts a chunk that is retired already mostly dead', () => {
+    const s = new BodyStore(400, 64);
+    for (let i = 0; i < 10; i++) s.put(i, bodyFor(i, 0, 36)); // fills chunk 0
+    for (let i = 1; i < 10; i++) s.free(i); // freed while still current: no compaction yet
+    expect(s.compactions).toBe(0);
+    s.put(10, bodyFor(10, 0, 36)); // roll over: chunk 0 retired with 1/10 live
+    s.check(2);
+    expect(s.compactions).toBe(1);
+    expect(s.chunkCount).toBe(1);
+    expect(s.get(0)).toEqual(bodyFor(0, 0, 36));
+    expect(s.get(10)).toEqual(bodyFor(10, 0, 36));
+  });
+
+  it('random churn keeps bytes intact and memory bounded', () => {
+    const r = rng(7);
+    const chunk = 2048;
+    const slots = 400;
+    const s = new BodyStore(chunk, 16);
+    s.growSlots(slots);
+    const gen = new Int32Array(slots);
+    const len = new Int32Array(slots).fill(-1);
+    let live = 0;
+    for (let step = 0; step < 20000; step++) {
+      const slot = Math.floor(r() * slots);
+      if (len[slot] < 0) {
+        const l = r() < 0.02 ? 3000 : Math.floor(r() * 120); // occasional oversized body
+        gen[slot]++;
+        s.put(slot, bodyFor(slot, gen[slot], l));
+        len[slot] = l;
+        live++;
+      } else {
+        s.free(slot);
+        len[slot] = -1;
+        live--;
+      }
+      if (step % 200 === 0) {
+        s.check(live);
+        for (let i = 0; i < slots; i++) if (len[i] >= 0) expect(s.get(i)).toEqual(bodyFor(i, gen[i], len[i]));
+        // <= 4x live in shared chunks, plus the current chunk, the spare, and one chunk of slack
+        expect(s.heldBytes).toBeLessThanOrEqual(4 * s.liveBytes + 3 * chunk);
+      }
+    }
+    expect(s.compactions).toBeGreaterThan(0);
+  });
+});

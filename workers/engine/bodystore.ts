@@ -1,0 +1,238 @@
+// Job bodies packed into large chunks instead of one Buffer per job: fewer objects for the GC
+// to trace and no per-body allocation header. Each record is [u32 header][body][pad to 4]:
+// the header holds the owning slot while live, so compaction can find and re-point the owner,
+// and DEAD|recordSize once freed, so a chunk can be walked record by record.
+//
+// Chunks are bump-allocated. A chunk whose live bytes drop to 0 is dropped (one is kept as a
+// spare); a retired chunk whose live fraction falls below 1/4 is compacted: its live bodies are
+// copied into the current chunk. So at most ~4x the live bytes are ever held, plus two chunks.
+
+export const DEFAULT_CHUNK_SIZE = 4 << 20;
+const DEAD = 0x80000000;
+const SIZE_MASK = 0x7fffffff;
+const EMPTY = new Uint8Array(0);
+
+class Chunk {
+  readonly buf: Uint8Array;
+  readonly words: Uint32Array; // the same memory, for the 4-aligned headers
+  used = 0; // bump pointer
+  live = 0; // bytes of live records (headers included)
+  constructor(size: number) {
+    const ab = new ArrayBuffer(size);
+    this.buf = new Uint8Array(ab);
+    this.words = new Uint32Array(ab);
+  }
+}
+
+function recordSize(len: number): number {
+  return 4 + ((len + 3) & ~3);
+}
+
+export class BodyStore {
+  readonly chunkSize: number;
+  // Per-slot location columns (slot numbers are the engine's).
+  private chunkOf: Int32Array;
+  private offOf: Uint32Array; // offset of the record header
+  private lenOf: Uint32Array;
+  private chunks: (Chunk | null)[] = [];
+  private freeChunkIds: number[] = [];
+  private spare: Chunk | null = null;
+  private cur: number;
+  /** Number of compactions so far (observable for tests and stats). */
+  compactions = 0;
+
+  constructor(chunkSize = DEFAULT_CHUNK_SIZE, slots = 16) {
+    if (chunkSize < 64 || chunkSize % 4 !== 0) throw new RangeError(`bad chunk size ${chunkSize}`);
+    this.chunkSize = chunkSize;
+    this.chunkOf = new Int32Array(slots).fill(-1);
+    this.offOf = new Uint32Array(slots);
+    this.lenOf = new Uint32Array(slots);
+    this.cur = this.newChunk(chunkSize);
+  }
+
+  /** Makes room for slot numbers below `slots`. */
+  growSlots(slots: number): void {
+    if (slots <= this.chunkOf.length) return;
+    const c = new Int32Array(slots).fill(-1);
+    c.set(this.chunkOf);
+    this.chunkOf = c;
+    const o = new Uint32Array(slots);
+    o.set(this.offOf);
+    this.offOf = o;
+    const l = new Uint32Array(slots);
+    l.set(this.lenOf);
+    this.lenOf = l;
+  }
+
+  /** Copies `data` in as the body of `slot` (which must not hold a body). */
+  put(slot: number, data: Uint8Array): void {
+    if (this.chunkOf[slot] !== -1) throw new Error(`bodystore: slot ${slot} already has a body`);
+    if (data.length > SIZE_MASK - 8) throw new RangeError(`body too large: ${data.length}`);
+    this.place(slot, data);
+  }
+
+  /** A view of the body of `slot`; valid until the next put/free (compaction moves bodies). */
+  get(slot: number): Uint8Array {
+    const cid = this.chunkOf[slot];
+    if (cid < 0) return EMPTY;
+    const start = this.offOf[slot] + 4;
+    return (this.chunks[cid] as Chunk).buf.subarray(start, start + this.lenOf[slot]);
+  }
+
+  length(slot: number): number {
+    return this.chunkOf[slot] < 0 ? 0 : this.lenOf[slot];
+  }
+
+  free(slot: number): void {
+    const cid = this.chunkOf[slot];
+    if (cid < 0) throw new Error(`bodystore: slot ${slot} has no body`);
+    const c = this.chunks[cid] as Chunk;
+    const size = recordSize(this.lenOf[slot]);
+    c.words[this.offOf[slot] >> 2] = (DEAD | size) >>> 0;
+    c.live -= size;
+    this.chunkOf[slot] = -1;
+    if (cid === this.cur) {
+      if (c.live === 0) c.used = 0; // current chunk emptied: just rewind
+    } else if (c.live === 0) {
+      this.dropChunk(cid);
+    } else if (c.live * 4 < c.used) {
+      this.compact(cid);
+    }
+  }
+
+  /** Bytes of live records (bodies + headers + padding). */
+  get liveBytes(): number {
+    let n = 0;
+    for (const c of this.chunks) if (c) n += c.live;
+    return n;
+  }
+
+  /** Bytes of chunk memory held (including the spare). */
+  get heldBytes(): number {
+    let n = this.spare ? this.spare.buf.length : 0;
+    for (const c of this.chunks) if (c) n += c.buf.length;
+    return n;
+  }
+
+  /** Bytes of the per-slot location columns. */
+  get slotBytes(): number {
+    return this.chunkOf.length * 12;
+  }
+
+  get chunkCount(): number {
+    let n = 0;
+    for (const c of this.chunks) if (c) n++;
+    return n;
+  }
+
+  /** Throws unless every chunk's records and counters agree with the location columns;
+   *  `liveSlots` is how many slots the caller believes hold bodies. */
+  check(liveSlots: number): void {
+    let records = 0;
+    for (let cid = 0; cid < this.chunks.length; cid++) {
+      const c = this.chunks[cid];
+      if (!c) continue;
+      let off = 0;
+      let live = 0;
+      while (off < c.used) {
+        const h = c.words[off >> 2];
+        let size: number;
+        if (h >= DEAD) {
+          size = h & SIZE_MASK;
+          if (size < 4 || size % 4 !== 0) throw new Error(`bodystore: chunk ${cid} bad dead record size ${size} at ${off}`);
+        } else {
+          if (h >= this.chunkOf.length || this.chunkOf[h] !== cid || this.offOf[h] !== off) {
+            throw new Error(`bodystore: chunk ${cid} record at ${off} claims slot ${h} which points elsewhere`);
+          }
+          size = recordSize(this.lenOf[h]);
+          live += size;
+          records++;
+        }
+        off += size;
+      }
+      if (off !== c.used) throw new Error(`bodystore: chunk ${cid} records end at ${off}, used ${c.used}`);
+      if (live !== c.live) throw new Error(`bodystore: chunk ${cid} live ${c.live} but records sum to ${live}`);
+      if (c.used > c.buf.length) throw new Error(`bodystore: chunk ${cid} overfull`);
+      if (cid !== this.cur && live === 0) throw new Error(`bodystore: empty retired chunk ${cid} kept`);
+    }
+    if (!this.chunks[this.cur]) throw new Error('bodystore: no current chunk');
+    let owned = 0;
+    for (let s = 0; s < this.chunkOf.length; s++) if (this.chunkOf[s] >= 0) owned++;
+    if (owned !== records || records !== liveSlots) {
+      throw new Error(`bodystore: ${records} live records, ${owned} slots with bodies, caller expects ${liveSlots}`);
+    }
+  }
+
+  private place(slot: number, data: Uint8Array): void {
+    const size = recordSize(data.length);
+    let cid: number;
+    if (size > this.chunkSize) {
+      cid = this.newChunk(size); // a body bigger than a chunk gets a chunk of its own
+    } else {
+      if (this.chunks[this.cur]!.used + size > this.chunkSize) this.rollOver();
+      cid = this.cur;
+    }
+    const c = this.chunks[cid] as Chunk;
+    const off = c.used;
+    c.words[off >> 2] = slot;
+    c.buf.set(data, off + 4);
+    c.used += size;
+    c.live += size;
+    this.chunkOf[slot] = cid;
+    this.offOf[slot] = off;
+    this.lenOf[slot] = data.length;
+  }
+
+  // Retires the current chunk and starts a fresh one. A retired chunk that is already mostly
+  // dead is compacted right away, since no later free might ever trigger it.
+  private rollOver(): void {
+    const old = this.cur;
+    this.cur = this.newChunk(this.chunkSize);
+    const c = this.chunks[old] as Chunk;
+    if (c.live === 0) this.dropChunk(old);
+    else if (c.live * 4 < c.used) this.compact(old);
+  }
+
+  // Copies the live records of chunk `cid` into the current chunk, then drops it. Its live
+  // bytes are < 1/4 chunk, so at most one roll-over happens meanwhile (and that one compacts
+  // into an empty chunk, which cannot roll over again).
+  private compact(cid: number): void {
+    const c = this.chunks[cid] as Chunk;
+    for (let off = 0; off < c.used; ) {
+      const h = c.words[off >> 2];
+      if (h >= DEAD) {
+        off += h & SIZE_MASK;
+        continue;
+      }
+      const len = this.lenOf[h];
+      this.chunkOf[h] = -1;
+      this.place(h, c.buf.subarray(off + 4, off + 4 + len));
+      off += recordSize(len);
+    }
+    c.live = 0;
+    this.compactions++;
+    this.dropChunk(cid);
+  }
+
+  private newChunk(size: number): number {
+    let c: Chunk;
+    if (size === this.chunkSize && this.spare) {
+      c = this.spare;
+      this.spare = null;
+    } else {
+      c = new Chunk(size);
+    }
+    c.used = 0;
+    c.live = 0;
+    const cid = this.freeChunkIds.length > 0 ? (this.freeChunkIds.pop() as number) : this.chunks.length;
+    this.chunks[cid] = c;
+    return cid;
+  }
+
+  private dropChunk(cid: number): void {
+    const c = this.chunks[cid] as Chunk;
+    this.chunks[cid] = null;
+    this.freeChunkIds.push(cid);
+    if (c.buf.length === this.chunkSize && !this.spare) this.spare = c; // keep one to avoid churn
+  }
+}

@@ -1,0 +1,801 @@
+// The per-shard queue engine: every job of the tubes hashed to one shard worker, with
+// beanstalkd 1.12 semantics. Synchronous, no sockets, no threads; the clock is an argument
+// (nowMs) so tests drive time.
+//
+// Memory layout: a job is a slot number into typed-array columns (no object or Map entry per
+// job). Free slots form a list through the `next` column. Slots are found by id through an
+// open-addressing IdTable. Per tube, READY slots sit in a heap by (pri, id) and DELAYED slots in
+// a heap by (deadline, id), both writing their position into `heapPos` (a job is in at most one
+// of them). One shard-global timer heap by (deadline, id) holds every DELAYED job (deadline =
+// ready-at) and every RESERVED job (deadline = TTR expiry), writing `timerPos`. The `prev`/`next`
+// columns link BURIED jobs into their tube's FIFO and RESERVED jobs into their connection's
+// list (a job is never both). Bodies live in the slab BodyStore.
+
+import { IndexHeap } from './heap.ts';
+import { IdTable } from './idtable.ts';
+import { BodyStore, DEFAULT_CHUNK_SIZE } from './bodystore.ts';
+import { Tube } from './tube.ts';
+
+export const READY = 1, RESERVED = 2, DELAYED = 3, BURIED = 4; // job states (0 = no such job)
+export const URGENT_PRI = 1024; // pri < 1024 counts as "urgent"
+
+export interface TimerSink {
+  ready(tube: number): void;
+  timedOut(id: number, conn: number): void;
+}
+
+export interface EngineOptions {
+  /** Initial job slots (columns double from here). */
+  initialSlots?: number;
+  /** Body slab chunk size in bytes (tests use small chunks to exercise compaction). */
+  chunkSize?: number;
+}
+
+/** Field order of jobStats' output. */
+export const JOB_STATS_FIELDS = ['id', 'tube', 'state', 'pri', 'age', 'delay', 'ttr', 'time-left', 'reserves', 'timeouts', 'releases', 'buries', 'kicks'] as const;
+/** Field order of tubeStats' output. */
+export const TUBE_STATS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', 'current-jobs-reserved', 'current-jobs-delayed', 'current-jobs-buried', 'total-jobs', 'cmd-delete', 'cmd-pause-tube', 'pause', 'pause-time-left'] as const;
+/** Field order of totals' output. */
+export const TOTALS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', 'current-jobs-reserved', 'current-jobs-delayed', 'current-jobs-buried', 'job-timeouts'] as const;
+
+const NIL = -1;
+const EMPTY = new Uint8Array(0);
+
+/** Bytes of engine column storage per job slot (see grow()); the body store adds 12 more. */
+export const COLUMN_BYTES_PER_SLOT = 8 + 4 + 1 + 4 + 4 + 4 + 4 + 8 + 8 + 5 * 4 + 4 + 4 + 2 * 4;
+
+function growF64(a: Float64Array, n: number): Float64Array {
+  const b = new Float64Array(n);
+  b.set(a);
+  return b;
+}
+function growU32(a: Uint32Array, n: number): Uint32Array {
+  const b = new Uint32Array(n);
+  b.set(a);
+  return b;
+}
+function growI32(a: Int32Array, n: number): Int32Array {
+  const b = new Int32Array(n);
+  b.set(a);
+  return b;
+}
+function growU8(a: Uint8Array, n: number): Uint8Array {
+  const b = new Uint8Array(n);
+  b.set(a);
+  return b;
+}
+
+export class Engine {
+  /** Pri and tube of the job chosen by the last successful peekBest. */
+  lastPri = 0;
+  lastTube = -1;
+  /** Distinct tubes that gained ready jobs in the last releaseConn (view, valid until the next call). */
+  lastTubes: Int32Array = new Int32Array(0);
+
+  // ---- job columns, indexed by slot ----
+  private cap = 0;
+  private ids: Float64Array = new Float64Array(0);
+  private pri: Uint32Array = new Uint32Array(0);
+  private jobState: Uint8Array = new Uint8Array(0);
+  private tube: Int32Array = new Int32Array(0); // tube id
+  private owner: Int32Array = new Int32Array(0); // reserving conn, 0 if not reserved
+  private ttr: Uint32Array = new Uint32Array(0); // seconds
+  private delay: Uint32Array = new Uint32Array(0); // seconds, as last put/released
+  private deadline: Float64Array = new Float64Array(0); // ms: DELAYED = ready-at, RESERVED = TTR expiry
+  private created: Float64Array = new Float64Array(0); // ms
+  private reserves: Uint32Array = new Uint32Array(0);
+  private timeouts: Uint32Array = new Uint32Array(0);
+  private releases: Uint32Array = new Uint32Array(0);
+  private buries: Uint32Array = new Uint32Array(0);
+  private kicks: Uint32Array = new Uint32Array(0);
+  private heapPos: Int32Array = new Int32Array(0); // position in the tube's ready or delay heap
+  private timerPos: Int32Array = new Int32Array(0); // position in the timer heap
+  private prev: Int32Array = new Int32Array(0); // buried FIFO / conn reserved list
+  private next: Int32Array = new Int32Array(0); // same, and the free-slot list
+
+  private hwm = 0; // slots [0, hwm) have been handed out at least once
+  private freeHead = NIL;
+  private live = 0;
+
+  private readonly index: IdTable;
+  private readonly bodies: BodyStore;
+  private readonly timers: IndexHeap;
+  private readonly tubes = new Map<number, Tube>();
+  private readonly pausedTubes: Tube[] = []; // tubes whose pause end tick() has yet to report
+  private readonly connHead = new Map<number, number>(); // conn -> first reserved slot
+
+  private urgentCt = 0;
+  private readyCt = 0;
+  private reservedCt = 0;
+  private delayedCt = 0;
+  private buriedCt = 0;
+  private jobTimeouts = 0;
+  private seq = 0; // stamps tubes to report each at most once per tick/releaseConn
+  private tubesBuf: Int32Array = new Int32Array(8);
+
+  // Heap callbacks, created once and shared by every heap so call sites stay monomorphic.
+  private readonly readyLess = (a: number, b: number): boolean => {
+    const pa = this.pri[a];
+    const pb = this.pri[b];
+    return pa < pb || (pa === pb && this.ids[a] < this.ids[b]);
+  };
+  private readonly timeLess = (a: number, b: number): boolean => {
+    const da = this.deadline[a];
+    const db = this.deadline[b];
+    return da < db || (da === db && this.ids[a] < this.ids[b]);
+  };
+  private readonly setHeapPos = (s: number, p: number): void => {
+    this.heapPos[s] = p;
+  };
+  private readonly setTimerPos = (s: number, p: number): void => {
+    this.timerPos[s] = p;
+  };
+
+  constructor(opts: EngineOptions = {}) {
+    const slots = Math.max(16, opts.initialSlots ?? 1024);
+    this.index = new IdTable(slots);
+    this.bodies = new BodyStore(opts.chunkSize ?? DEFAULT_CHUNK_SIZE, slots);
+    this.timers = new IndexHeap(this.timeLess, this.setTimerPos);
+    this.grow(slots);
+  }
+
+  /** Number of jobs held. */
+  get size(): number {
+    return this.live;
+  }
+
+  // ---------------------------------------------------------------- commands
+
+  /** Returns READY or DELAYED. `ttrSec` is already clamped to >= 1. */
+  put(tube: number, id: number, pri: number, delaySec: number, ttrSec: number, body: Uint8Array, nowMs: number): number {
+    const t = this.ensureTube(tube);
+    const s = this.allocSlot();
+    if (!this.index.insert(id, s)) {
+      this.freeSlot(s);
+      throw new Error(`duplicate job id ${id}`);
+    }
+    this.ids[s] = id;
+    this.pri[s] = pri;
+    this.tube[s] = tube;
+    this.owner[s] = 0;
+    this.ttr[s] = ttrSec;
+    this.delay[s] = delaySec;
+    this.created[s] = nowMs;
+    this.reserves[s] = this.timeouts[s] = this.releases[s] = this.buries[s] = this.kicks[s] = 0;
+    this.heapPos[s] = this.timerPos[s] = this.prev[s] = this.next[s] = NIL;
+    this.bodies.put(s, body);
+    this.live++;
+    t.totalJobs++;
+    if (delaySec > 0) {
+      this.enterDelayed(s, t, nowMs, delaySec);
+      return DELAYED;
+    }
+    this.enterReady(s, t);
+    return READY;
+  }
+
+  /** Reserves the best (pri, id) ready job among unpaused tubes[0..count); returns its id or 0. */
+  reserveBest(tubes: ArrayLike<number>, count: number, conn: number, nowMs: number): number {
+    const s = this.bestReady(tubes, count, nowMs);
+    if (s === NIL) return 0;
+    const t = this.tubeAt(s);
+    this.leaveReady(s, t);
+    this.enterReserved(s, t, conn, nowMs);
+    return this.ids[s];
+  }
+
+  /** Same choice as reserveBest without reserving; sets lastPri/lastTube. Returns id or 0. */
+  peekBest(tubes: ArrayLike<number>, count: number, nowMs: number): number {
+    const s = this.bestReady(tubes, count, nowMs);
+    if (s === NIL) return 0;
+    this.lastPri = this.pri[s];
+    this.lastTube = this.tube[s];
+    return this.ids[s];
+  }
+
+  /** Reserves exactly this job if it is still READY and its tube is not paused. */
+  reserveIfReady(id: number, conn: number, nowMs: number): boolean {
+    const s = this.index.get(id);
+    if (s === NIL || this.jobState[s] !== READY) return false;
+    const t = this.tubeAt(s);
+    if (t.pausedAt(nowMs)) return false;
+    this.leaveReady(s, t);
+    this.enterReserved(s, t, conn, nowMs);
+    return true;
+  }
+
+  /** beanstalkd's reserve-job: READY, DELAYED or BURIED -> RESERVED by conn (pauses ignored). */
+  reserveJob(id: number, conn: number, nowMs: number): boolean {
+    const s = this.index.get(id);
+    if (s === NIL || this.jobState[s] === RESERVED) return false;
+    const t = this.tubeAt(s);
+    this.leave(s, t);
+    this.enterReserved(s, t, conn, nowMs);
+    return true;
+  }
+
+  /** Returns the job's tube, or -1 (NOT_FOUND). A reserved job can only be deleted by its owner. */
+  deleteJob(id: number, conn: number): number {
+    const s = this.index.get(id);
+    if (s === NIL || (this.jobState[s] === RESERVED && this.owner[s] !== conn)) return -1;
+    const t = this.tubeAt(s);
+    this.leave(s, t);
+    t.cmdDelete++;
+    this.index.remove(id);
+    this.bodies.free(s);
+    this.freeSlot(s);
+    this.live--;
+    return t.id;
+  }
+
+  /** Only if RESERVED by conn. Returns the new state (READY/DELAYED) or -1. */
+  release(id: number, conn: number, pri: number, delaySec: number, nowMs: number): number {
+    const s = this.reservedBy(id, conn);
+    if (s === NIL) return -1;
+    const t = this.tubeAt(s);
+    this.leaveReserved(s, t);
+    this.pri[s] = pri;
+    this.delay[s] = delaySec;
+    this.releases[s]++;
+    if (delaySec > 0) {
+      this.enterDelayed(s, t, nowMs, delaySec);
+      return DELAYED;
+    }
+    this.enterReady(s, t);
+    return READY;
+  }
+
+  /** Only if RESERVED by conn: appended to the tube's buried FIFO. */
+  bury(id: number, conn: number, pri: number): boolean {
+    const s = this.reservedBy(id, conn);
+    if (s === NIL) return false;
+    const t = this.tubeAt(s);
+    this.leaveReserved(s, t);
+    this.pri[s] = pri;
+    this.buries[s]++;
+    this.enterBuried(s, t);
+    return true;
+  }
+
+  /** Only if RESERVED by conn: TTR restarts from now. */
+  touch(id: number, conn: number, nowMs: number): boolean {
+    const s = this.reservedBy(id, conn);
+    if (s === NIL) return false;
+    this.deadline[s] = nowMs + this.ttr[s] * 1000;
+    this.timers.update(this.timerPos[s]);
+    return true;
+  }
+
+  /** Kicks up to n buried jobs (oldest first), or if none are buried up to n delayed jobs
+   *  (soonest first). Returns how many. */
+  kick(tube: number, n: number, _nowMs: number): number {
+    const t = this.tubes.get(tube);
+    if (!t) return 0;
+    let k = 0;
+    if (t.buried > 0) {
+      for (; k < n && t.buriedHead !== NIL; k++) this.kickSlot(t.buriedHead, t);
+    } else {
+      for (; k < n && t.delay.size > 0; k++) this.kickSlot(t.delay.items[0], t);
+    }
+    return k;
+  }
+
+  /** BURIED or DELAYED -> READY (a delayed job regardless of its deadline). */
+  kickJob(id: number, _nowMs: number): boolean {
+    const s = this.index.get(id);
+    if (s === NIL || (this.jobState[s] !== BURIED && this.jobState[s] !== DELAYED)) return false;
+    this.kickSlot(s, this.tubeAt(s));
+    return true;
+  }
+
+  /** Connection closed: every job it reserved goes back to READY, no counters change.
+   *  Returns how many; `lastTubes` then lists the distinct tubes that gained ready jobs. */
+  releaseConn(conn: number, _nowMs: number): number {
+    const seq = ++this.seq;
+    let n = 0;
+    let nt = 0;
+    for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.connHead.get(conn) ?? NIL) {
+      const t = this.tubeAt(s);
+      this.leaveReserved(s, t);
+      this.enterReady(s, t);
+      n++;
+      if (t.signalSeq !== seq) {
+        t.signalSeq = seq;
+        if (nt === this.tubesBuf.length) this.tubesBuf = growI32(this.tubesBuf, nt * 2);
+        this.tubesBuf[nt++] = t.id;
+      }
+    }
+    this.lastTubes = this.tubesBuf.subarray(0, nt);
+    return n;
+  }
+
+  /** Pauses reservations from the tube for delaySec. 0 stands for beanstalkd's 1 ns pause, which
+   *  is over at any later instant: here the pause ends at nowMs itself. */
+  pauseTube(tube: number, delaySec: number, nowMs: number): void {
+    const t = this.ensureTube(tube);
+    t.paused = true;
+    t.pauseSec = delaySec;
+    t.unpauseAt = nowMs + delaySec * 1000;
+    t.cmdPause++;
+    if (!t.inPausedList) {
+      t.inPausedList = true;
+      this.pausedTubes.push(t);
+    }
+  }
+
+  /** Forgets an empty tube's state (counters, pause). Returns false (no-op) if it holds jobs. */
+  dropTube(tube: number): boolean {
+    const t = this.tubes.get(tube);
+    if (!t) return true;
+    if (t.jobs > 0) return false;
+    if (t.inPausedList) {
+      const i = this.pausedTubes.indexOf(t);
+      this.pausedTubes[i] = this.pausedTubes[this.pausedTubes.length - 1];
+      this.pausedTubes.pop();
+      t.inPausedList = false;
+    }
+    this.tubes.delete(tube);
+    return true;
+  }
+
+  // ---------------------------------------------------------------- queries
+
+  /** Job state, 0 if absent. */
+  state(id: number): number {
+    const s = this.index.get(id);
+    return s === NIL ? 0 : this.jobState[s];
+  }
+
+  /** Job's tube, -1 if absent. */
+  tubeOf(id: number): number {
+    const s = this.index.get(id);
+    return s === NIL ? -1 : this.tube[s];
+  }
+
+  /** Ready top by (pri, id), paused or not; id or 0. */
+  peekReady(tube: number): number {
+    const t = this.tubes.get(tube);
+    return t && t.ready.size > 0 ? this.ids[t.ready.items[0]] : 0;
+  }
+
+  /** Delayed top by (deadline, id); id or 0. */
+  peekDelayed(tube: number): number {
+    const t = this.tubes.get(tube);
+    return t && t.delay.size > 0 ? this.ids[t.delay.items[0]] : 0;
+  }
+
+  /** Oldest buried job; id or 0. */
+  peekBuried(tube: number): number {
+    const t = this.tubes.get(tube);
+    return t && t.buriedHead !== NIL ? this.ids[t.buriedHead] : 0;
+  }
+
+  /** View of the body (without \r\n); valid until the next mutating call. Empty if absent. */
+  body(id: number): Uint8Array {
+    const s = this.index.get(id);
+    return s === NIL ? EMPTY : this.bodies.get(s);
+  }
+
+  /** out = [id, tube, state, pri, ageSec, delaySec, ttrSec, timeLeftSec, reserves, timeouts,
+   *  releases, buries, kicks]. False if absent. */
+  jobStats(id: number, nowMs: number, out: Float64Array): boolean {
+    const s = this.index.get(id);
+    if (s === NIL) return false;
+    const st = this.jobState[s];
+    out[0] = this.ids[s];
+    out[1] = this.tube[s];
+    out[2] = st;
+    out[3] = this.pri[s];
+    out[4] = Math.max(0, Math.floor((nowMs - this.created[s]) / 1000));
+    out[5] = this.delay[s];
+    out[6] = this.ttr[s];
+    out[7] = st === RESERVED || st === DELAYED ? Math.max(0, Math.floor((this.deadline[s] - nowMs) / 1000)) : 0;
+    out[8] = this.reserves[s];
+    out[9] = this.timeouts[s];
+    out[10] = this.releases[s];
+    out[11] = this.buries[s];
+    out[12] = this.kicks[s];
+    return true;
+  }
+
+  /** out = [urgent, ready, reserved, delayed, buried, totalJobs, cmdDelete, cmdPauseTube,
+   *  pauseSec, pauseTimeLeftSec]; all zero for a tube this shard has no state for. */
+  tubeStats(tube: number, nowMs: number, out: Float64Array): void {
+    const t = this.tubes.get(tube);
+    if (!t) {
+      out.fill(0, 0, 10);
+      return;
+    }
+    const paused = t.paused && t.unpauseAt > nowMs;
+    out[0] = t.urgent;
+    out[1] = t.ready.size;
+    out[2] = t.reserved;
+    out[3] = t.delay.size;
+    out[4] = t.buried;
+    out[5] = t.totalJobs;
+    out[6] = t.cmdDelete;
+    out[7] = t.cmdPause;
+    out[8] = paused ? t.pauseSec : 0;
+    out[9] = paused ? Math.floor((t.unpauseAt - nowMs) / 1000) : 0;
+  }
+
+  /** out = [urgent, ready, reserved, delayed, buried, jobTimeouts] over this shard. */
+  totals(out: Float64Array): void {
+    out[0] = this.urgentCt;
+    out[1] = this.readyCt;
+    out[2] = this.reservedCt;
+    out[3] = this.delayedCt;
+    out[4] = this.buriedCt;
+    out[5] = this.jobTimeouts;
+  }
+
+  /** Memory held by this engine's structures, in bytes (for stats and tests). */
+  memoryStats(): { jobs: number; slots: number; columnBytes: number; idTableBytes: number; timerHeapBytes: number; bodyHeldBytes: number; bodyLiveBytes: number; bodyCompactions: number } {
+    return {
+      jobs: this.live,
+      slots: this.cap,
+      columnBytes: this.cap * COLUMN_BYTES_PER_SLOT + this.bodies.slotBytes,
+      idTableBytes: this.index.capacity * 12,
+      timerHeapBytes: this.timers.items.byteLength,
+      bodyHeldBytes: this.bodies.heldBytes,
+      bodyLiveBytes: this.bodies.liveBytes,
+      bodyCompactions: this.bodies.compactions,
+    };
+  }
+
+  /** Whether reservations skip this tube at nowMs. */
+  isPaused(tube: number, nowMs: number): boolean {
+    const t = this.tubes.get(tube);
+    return t !== undefined && t.paused && t.unpauseAt > nowMs;
+  }
+
+  // ---------------------------------------------------------------- time
+
+  /** Fires everything due at nowMs: delayed jobs become READY, reserved jobs past their TTR go
+   *  back to READY (timeouts++), ended pauses are lifted. All state changes happen first, then
+   *  the sink hears every sink.timedOut(id, conn), then sink.ready(tube) once per tube that
+   *  gained ready jobs or was unpaused with ready jobs (paused tubes are not reported). The sink
+   *  may call back into the engine (but not tick). Returns nextDeadline(). */
+  tick(nowMs: number, sink: TimerSink): number {
+    const seq = ++this.seq;
+    let readyTubes: number[] | null = null;
+    let timedOut: number[] | null = null; // id, conn pairs
+
+    const pl = this.pausedTubes;
+    for (let i = 0; i < pl.length; ) {
+      const t = pl[i];
+      if (t.unpauseAt > nowMs) {
+        i++;
+        continue;
+      }
+      t.paused = false;
+      t.inPausedList = false;
+      pl[i] = pl[pl.length - 1];
+      pl.pop();
+      if (t.ready.size > 0 && t.signalSeq !== seq) {
+        t.signalSeq = seq;
+        (readyTubes ??= []).push(t.id);
+      }
+    }
+
+    const timers = this.timers;
+    while (timers.size > 0) {
+      const s = timers.items[0];
+      if (this.deadline[s] > nowMs) break;
+      const t = this.tubeAt(s);
+      if (this.jobState[s] === DELAYED) {
+        this.leaveDelayed(s, t);
+      } else {
+        const conn = this.owner[s];
+        this.leaveReserved(s, t);
+        this.timeouts[s]++;
+        this.jobTimeouts++;
+        (timedOut ??= []).push(this.ids[s], conn);
+      }
+      this.enterReady(s, t);
+      if (t.signalSeq !== seq && !t.pausedAt(nowMs)) {
+        t.signalSeq = seq;
+        (readyTubes ??= []).push(t.id);
+      }
+    }
+
+    if (timedOut) for (let i = 0; i < timedOut.length; i += 2) sink.timedOut(timedOut[i], timedOut[i + 1]);
+    if (readyTubes) for (const tube of readyTubes) sink.ready(tube);
+    return this.nextDeadline();
+  }
+
+  /** Earliest ms at which tick() has work: the timer heap top or a pause end; Infinity if none.
+   *  Callers re-arm their timer with this after any put/reserve/release/touch/pause. */
+  nextDeadline(): number {
+    let next = this.timers.size > 0 ? this.deadline[this.timers.items[0]] : Infinity;
+    for (const t of this.pausedTubes) if (t.unpauseAt < next) next = t.unpauseAt;
+    return next;
+  }
+
+  // ---------------------------------------------------------------- invariants
+
+  /** Throws on any broken heap order, position column, counter, list link, idtable entry or
+   *  body-store accounting. O(n): for tests. */
+  invariants(): void {
+    const fail: (msg: string) => never = (msg) => {
+      throw new Error(`engine invariant: ${msg}`);
+    };
+    const per = new Map<number, number[]>(); // tube -> [urgent, ready, reserved, delayed, buried]
+    let live = 0;
+    const counts = [0, 0, 0, 0, 0, 0];
+    let urgent = 0;
+    for (let s = 0; s < this.hwm; s++) {
+      const st = this.jobState[s];
+      if (st === 0) continue;
+      live++;
+      if (st > BURIED) fail(`slot ${s} bad state ${st}`);
+      const id = this.ids[s];
+      if (this.index.get(id) !== s) fail(`id ${id} maps to ${this.index.get(id)}, not slot ${s}`);
+      const t = this.tubes.get(this.tube[s]);
+      if (!t) fail(`slot ${s} in unknown tube ${this.tube[s]}`);
+      const tube = t as Tube;
+      let c = per.get(tube.id);
+      if (!c) per.set(tube.id, (c = [0, 0, 0, 0, 0]));
+      counts[st]++;
+      c[st]++;
+      const hp = this.heapPos[s];
+      const tp = this.timerPos[s];
+      if (st === READY) {
+        if (tube.ready.items[hp] !== s || hp >= tube.ready.size) fail(`ready slot ${s} heapPos ${hp}`);
+        if (tp !== NIL) fail(`ready slot ${s} has timerPos ${tp}`);
+        if (this.pri[s] < URGENT_PRI) {
+          c[0]++;
+          urgent++;
+        }
+      } else if (st === DELAYED) {
+        if (tube.delay.items[hp] !== s || hp >= tube.delay.size) fail(`delayed slot ${s} heapPos ${hp}`);
+        if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`delayed slot ${s} timerPos ${tp}`);
+      } else if (st === RESERVED) {
+        if (hp !== NIL) fail(`reserved slot ${s} has heapPos ${hp}`);
+        if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`reserved slot ${s} timerPos ${tp}`);
+        if (this.owner[s] <= 0) fail(`reserved slot ${s} has no owner`);
+      } else {
+        if (hp !== NIL || tp !== NIL) fail(`buried slot ${s} in a heap`);
+      }
+      if (st !== RESERVED && this.owner[s] !== 0) fail(`slot ${s} state ${st} has owner ${this.owner[s]}`);
+    }
+    let free = 0;
+    for (let s = this.freeHead; s !== NIL; s = this.next[s]) {
+      if (this.jobState[s] !== 0) fail(`free slot ${s} has state ${this.jobState[s]}`);
+      if (++free > this.hwm) fail('free list cycle');
+    }
+    if (live + free !== this.hwm) fail(`${live} live + ${free} free != ${this.hwm} slots`);
+    if (live !== this.live) fail(`live ${this.live} but ${live} slots used`);
+    if (this.index.size !== live) fail(`idtable size ${this.index.size} != ${live}`);
+    this.index.check();
+
+    const cmp: [string, number, number][] = [
+      ['urgent', this.urgentCt, urgent],
+      ['ready', this.readyCt, counts[READY]],
+      ['reserved', this.reservedCt, counts[RESERVED]],
+      ['delayed', this.delayedCt, counts[DELAYED]],
+      ['buried', this.buriedCt, counts[BURIED]],
+      ['timer heap', this.timers.size, counts[DELAYED] + counts[RESERVED]],
+    ];
+    for (const [name, have, want] of cmp) if (have !== want) fail(`${name} count ${have}, found ${want}`);
+    this.timers.check((s) => this.timerPos[s], 'timer heap');
+
+    for (const t of this.tubes.values()) {
+      const c = per.get(t.id) ?? [0, 0, 0, 0, 0];
+      const tc: [string, number, number][] = [
+        ['urgent', t.urgent, c[0]],
+        ['ready', t.ready.size, c[READY]],
+        ['reserved', t.reserved, c[RESERVED]],
+        ['delayed', t.delay.size, c[DELAYED]],
+        ['buried', t.buried, c[BURIED]],
+      ];
+      for (const [name, have, want] of tc) if (have !== want) fail(`tube ${t.id} ${name} ${have}, found ${want}`);
+      t.ready.check((s) => this.heapPos[s], `tube ${t.id} ready heap`);
+      t.delay.check((s) => this.heapPos[s], `tube ${t.id} delay heap`);
+      let n = 0;
+      let last = NIL;
+      for (let s = t.buriedHead; s !== NIL; s = this.next[s]) {
+        if (this.jobState[s] !== BURIED || this.tube[s] !== t.id) fail(`tube ${t.id} buried list holds slot ${s}`);
+        if (this.prev[s] !== last) fail(`tube ${t.id} buried list prev link at ${s}`);
+        if (++n > t.buried) fail(`tube ${t.id} buried list longer than ${t.buried}`);
+        last = s;
+      }
+      if (n !== t.buried || t.buriedTail !== last) fail(`tube ${t.id} buried list length ${n} / tail`);
+      if (t.inPausedList !== this.pausedTubes.includes(t)) fail(`tube ${t.id} paused-list flag`);
+    }
+    for (const t of this.pausedTubes) if (this.tubes.get(t.id) !== t) fail(`paused list holds dropped tube ${t.id}`);
+
+    let reserved = 0;
+    for (const [conn, head] of this.connHead) {
+      let last = NIL;
+      if (head === NIL) fail(`conn ${conn} has an empty list entry`);
+      for (let s = head; s !== NIL; s = this.next[s]) {
+        if (this.jobState[s] !== RESERVED || this.owner[s] !== conn) fail(`conn ${conn} list holds slot ${s}`);
+        if (this.prev[s] !== last) fail(`conn ${conn} list prev link at ${s}`);
+        if (++reserved > this.reservedCt) fail('conn lists longer than reserved count');
+        last = s;
+      }
+    }
+    if (reserved !== this.reservedCt) fail(`conn lists hold ${reserved}, reserved ${this.reservedCt}`);
+    this.bodies.check(live);
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  private ensureTube(id: number): Tube {
+    let t = this.tubes.get(id);
+    if (!t) {
+      t = new Tube(id, new IndexHeap(this.readyLess, this.setHeapPos), new IndexHeap(this.timeLess, this.setHeapPos));
+      this.tubes.set(id, t);
+    }
+    return t;
+  }
+
+  private tubeAt(s: number): Tube {
+    return this.tubes.get(this.tube[s]) as Tube;
+  }
+
+  private bestReady(tubes: ArrayLike<number>, count: number, nowMs: number): number {
+    let best = NIL;
+    for (let i = 0; i < count; i++) {
+      const t = this.tubes.get(tubes[i]);
+      if (!t || t.ready.size === 0 || t.pausedAt(nowMs)) continue;
+      const s = t.ready.items[0];
+      if (best === NIL || this.readyLess(s, best)) best = s;
+    }
+    return best;
+  }
+
+  private reservedBy(id: number, conn: number): number {
+    const s = this.index.get(id);
+    return s !== NIL && this.jobState[s] === RESERVED && this.owner[s] === conn ? s : NIL;
+  }
+
+  private kickSlot(s: number, t: Tube): void {
+    this.leave(s, t);
+    this.kicks[s]++;
+    this.enterReady(s, t);
+  }
+
+  // Each state has an enter/leave pair that keeps its structure and counters in step.
+
+  private enterReady(s: number, t: Tube): void {
+    this.jobState[s] = READY;
+    t.ready.push(s);
+    this.readyCt++;
+    if (this.pri[s] < URGENT_PRI) {
+      t.urgent++;
+      this.urgentCt++;
+    }
+  }
+
+  private leaveReady(s: number, t: Tube): void {
+    t.ready.removeAt(this.heapPos[s]);
+    this.readyCt--;
+    if (this.pri[s] < URGENT_PRI) {
+      t.urgent--;
+      this.urgentCt--;
+    }
+  }
+
+  private enterDelayed(s: number, t: Tube, nowMs: number, delaySec: number): void {
+    this.jobState[s] = DELAYED;
+    this.deadline[s] = nowMs + delaySec * 1000;
+    t.delay.push(s);
+    this.timers.push(s);
+    this.delayedCt++;
+  }
+
+  private leaveDelayed(s: number, t: Tube): void {
+    t.delay.removeAt(this.heapPos[s]);
+    this.timers.removeAt(this.timerPos[s]);
+    this.delayedCt--;
+  }
+
+  private enterReserved(s: number, t: Tube, conn: number, nowMs: number): void {
+    this.jobState[s] = RESERVED;
+    this.owner[s] = conn;
+    this.deadline[s] = nowMs + this.ttr[s] * 1000;
+    this.reserves[s]++;
+    this.timers.push(s);
+    // Push on the front of the connection's list.
+    const head = this.connHead.get(conn) ?? NIL;
+    this.prev[s] = NIL;
+    this.next[s] = head;
+    if (head !== NIL) this.prev[head] = s;
+    this.connHead.set(conn, s);
+    t.reserved++;
+    this.reservedCt++;
+  }
+
+  private leaveReserved(s: number, t: Tube): void {
+    this.timers.removeAt(this.timerPos[s]);
+    const p = this.prev[s];
+    const n = this.next[s];
+    if (p !== NIL) this.next[p] = n;
+    else if (n !== NIL) this.connHead.set(this.owner[s], n);
+    else this.connHead.delete(this.owner[s]);
+    if (n !== NIL) this.prev[n] = p;
+    this.prev[s] = this.next[s] = NIL;
+    this.owner[s] = 0;
+    t.reserved--;
+    this.reservedCt--;
+  }
+
+  private enterBuried(s: number, t: Tube): void {
+    this.jobState[s] = BURIED;
+    this.prev[s] = t.buriedTail;
+    this.next[s] = NIL;
+    if (t.buriedTail !== NIL) this.next[t.buriedTail] = s;
+    else t.buriedHead = s;
+    t.buriedTail = s;
+    t.buried++;
+    this.buriedCt++;
+  }
+
+  private leaveBuried(s: number, t: Tube): void {
+    const p = this.prev[s];
+    const n = this.next[s];
+    if (p !== NIL) this.next[p] = n;
+    else t.buriedHead = n;
+    if (n !== NIL) this.prev[n] = p;
+    else t.buriedTail = p;
+    this.prev[s] = this.next[s] = NIL;
+    t.buried--;
+    this.buriedCt--;
+  }
+
+  private leave(s: number, t: Tube): void {
+    switch (this.jobState[s]) {
+      case READY:
+        return this.leaveReady(s, t);
+      case DELAYED:
+        return this.leaveDelayed(s, t);
+      case RESERVED:
+        return this.leaveReserved(s, t);
+      case BURIED:
+        return this.leaveBuried(s, t);
+    }
+  }
+
+  private allocSlot(): number {
+    const s = this.freeHead;
+    if (s !== NIL) {
+      this.freeHead = this.next[s];
+      return s;
+    }
+    if (this.hwm === this.cap) this.grow(this.cap * 2);
+    return this.hwm++;
+  }
+
+  private freeSlot(s: number): void {
+    this.jobState[s] = 0;
+    this.ids[s] = 0;
+    this.next[s] = this.freeHead;
+    this.freeHead = s;
+  }
+
+  // Columns grow by doubling (copy into bigger typed arrays). COLUMN_BYTES_PER_SLOT sums these.
+  private grow(cap: number): void {
+    this.ids = growF64(this.ids, cap);
+    this.pri = growU32(this.pri, cap);
+    this.jobState = growU8(this.jobState, cap);
+    this.tube = growI32(this.tube, cap);
+    this.owner = growI32(this.owner, cap);
+    this.ttr = growU32(this.ttr, cap);
+    this.delay = growU32(this.delay, cap);
+    this.deadline = growF64(this.deadline, cap);
+    this.created = growF64(this.created, cap);
+    this.reserves = growU32(this.reserves, cap);
+    this.timeouts = growU32(this.timeouts, cap);
+    this.releases = growU32(this.releases, cap);
+    this.buries = growU32(this.buries, cap);
+    this.kicks = growU32(this.kicks, cap);
+    this.heapPos = growI32(this.heapPos, cap);
+    this.timerPos = growI32(this.timerPos, cap);
+    this.prev = growI32(this.prev, cap);
+    this.next = growI32(this.next, cap);
+    this.bodies.growSlots(cap);
+    this.cap = cap;
+  }
+}
