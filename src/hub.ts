@@ -105,16 +105,16 @@ export class Hub {
   // ---- shard replies ----
 
   private onReply(shard: number, kind: number, s: Session | null, seq: number, buf: Buffer, at: number): void {
-    if (s !== null) s.replied();
     const rk = buf[at + 4];
+    if (kind === K_RESERVE || kind === K_PEEK_BEST || kind === K_RESERVE_IF_READY) {
+      // The coordinator's own requests: they do not count as the session's requests in flight.
+      this.coordinator.reply(shard, kind, s as Session, buf, at);
+      return;
+    }
+    if (s !== null) s.replied();
     const ok = rk === R_OK;
     const id = buf.readDoubleLE(at + 24);
     switch (kind) {
-      case K_RESERVE:
-      case K_PEEK_BEST:
-      case K_RESERVE_IF_READY:
-        this.coordinator.reply(shard, kind, s as Session, buf, at);
-        return;
       case K_PUT: {
         (s as Session).onPut(seq, id);
         if (buf.readUInt32LE(at + 12) === READY) this.readyIn(buf.readUInt32LE(at + 16));

@@ -6,7 +6,7 @@ import type { Logger } from '../log.ts';
 import { Session } from '../proto/beanstalk/session.ts';
 
 export function listenBeanstalk(hub: Hub, host: string, port: number, log: Logger): Promise<net.Server> {
-  const server = net.createServer({ noDelay: true }, (socket) => {
+  const server = net.createServer({ noDelay: true, allowHalfOpen: true }, (socket) => {
     const connId = hub.newConnId();
     const session = new Session(hub, connId, {
       write: (data) => socket.write(data),
@@ -16,6 +16,7 @@ export function listenBeanstalk(hub: Hub, host: string, port: number, log: Logge
     log.debug({ conn: connId, remote: socket.remoteAddress }, 'accept');
     socket.on('data', (chunk: Buffer) => session.receive(chunk));
     socket.on('drain', () => session.drained());
+    socket.on('end', () => session.halfClose());
     socket.on('error', (err) => log.debug({ conn: connId, err: err.message }, 'socket error'));
     socket.on('close', () => {
       log.debug({ conn: connId }, 'close');

@@ -122,7 +122,7 @@ export class Coordinator {
       s.reserveAnswered(Session.DEADLINE_SOON);
       return;
     }
-    if (s.reserveTimeoutSec === 0) {
+    if (s.reserveTimeoutSec === 0 || s.halfClosed) {
       s.reserveAnswered(Session.TIMED_OUT);
       return;
     }

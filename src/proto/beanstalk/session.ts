@@ -63,6 +63,8 @@ export class Session implements ParserSink {
   readonly parser: Parser;
   private readonly transport: Transport;
   closed = false;
+  /** The peer will send nothing more (TCP FIN). */
+  halfClosed = false;
 
   use: Tube<Session>;
   readonly watch = new Ms<Tube<Session>>();
@@ -141,7 +143,10 @@ export class Session implements ParserSink {
   private unblock(bit: number): void {
     if ((this.blocked & bit) === 0) return;
     this.blocked &= ~bit;
-    if (this.blocked === 0 && !this.closed) this.parser.resume();
+    if (this.blocked === 0 && !this.closed) {
+      this.parser.resume();
+      if (this.halfClosed) this.maybeFinish();
+    }
   }
 
   /** The transport drained: read commands again. */
@@ -185,6 +190,7 @@ export class Session implements ParserSink {
       this.unblock(B_PENDING);
     }
     if ((this.blocked & B_QUIT) !== 0 && this.slotHead === this.slotNext) this.closeAfterFlush();
+    else if (this.halfClosed) this.maybeFinish();
   }
 
   /** A reply decided now, in order after everything pending. */
@@ -569,6 +575,25 @@ export class Session implements ParserSink {
   static readonly TIMED_OUT = REPLY_TIMED_OUT;
 
   // ---- closing ----
+
+  /**
+   * The peer shut its sending side. beanstalkd answers a reserve blocked at that moment with
+   * TIMED_OUT; we also finish the commands already received, then close.
+   */
+  halfClose(): void {
+    this.halfClosed = true;
+    if (this.waiting) {
+      this.hub.coordinator.unwait(this);
+      this.reserveAnswered(Session.TIMED_OUT);
+    }
+    this.maybeFinish();
+  }
+
+  private maybeFinish(): void {
+    if (this.closed || this.blocked !== 0 || this.slotHead !== this.slotNext) return;
+    if (this.parser.bufferedBytes > 0) return;
+    this.closeAfterFlush();
+  }
 
   private closeAfterFlush(): void {
     this.flush();

@@ -1,0 +1,22 @@
+# shardstalk: the two commands a fresh machine needs are `make run` and `make test`.
+# Everything runs on the Node 24 that `npm ci` installs (the `node` devDependency), via npm/npx.
+
+NPM ?= npm
+ARGS ?=
+
+node_modules: package.json package-lock.json
+	$(NPM) ci
+	@touch node_modules
+
+.PHONY: run test typecheck bench bench-quick clean
+run: node_modules
+	npx node src/main.ts $(ARGS)
+
+test: node_modules
+	$(NPM) test
+
+typecheck: node_modules
+	npx tsc --noEmit -p .
+
+clean:
+	rm -rf bench/out
