@@ -81,6 +81,7 @@ export class Hub {
 
   markDirty(s: Session): void {
     this.dirty.push(s);
+    this.flushSoon();
   }
 
   flushSoon(): void {

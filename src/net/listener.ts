@@ -11,6 +11,9 @@ export function listenBeanstalk(hub: Hub, host: string, port: number, log: Logge
     const session = new Session(hub, connId, {
       write: (data) => socket.write(data),
       end: () => socket.end(),
+      pauseReading: () => socket.pause(),
+      resumeReading: () => socket.resume(),
+      bufferedOut: () => socket.writableLength,
     });
     hub.sessionOpened(session);
     log.debug({ conn: connId, remote: socket.remoteAddress }, 'accept');

@@ -41,10 +41,27 @@ export interface Transport {
   /** Returns false when the peer is not reading fast enough (stop producing). */
   write(data: Buffer): boolean;
   end(): void;
+  /** Stop / restart reading from the peer (backpressure on input). */
+  pauseReading(): void;
+  resumeReading(): void;
+  /** Reply bytes accepted by write() but not yet sent. */
+  bufferedOut(): number;
 }
 
-/** Replies that may wait for earlier ones before the connection stops reading commands. */
-export const PENDING_REPLIES_MAX = 4096;
+/**
+ * Commands of one connection whose replies are not sent yet, before it stops parsing more. Deep
+ * enough for full speed (a shard round trip is tens of microseconds), shallow enough that the
+ * replies it can owe are bounded: at most this many job bodies.
+ */
+export const PENDING_REPLIES_MAX = 128;
+/** Reply bytes queued for a connection (ours plus the socket's) before it stops parsing commands. */
+export const OUTPUT_BUFFERED_MAX = 1024 * 1024;
+/**
+ * Received bytes a held connection may buffer before we stop reading its socket. Reading goes on
+ * below it, so a client that hangs up while its reserve waits is still noticed (beanstalkd
+ * answers it TIMED_OUT); above it the kernel's socket buffers push back on the client.
+ */
+export const INPUT_BUFFERED_MAX = 1024 * 1024;
 /** beanstalkd's SAFETY_MARGIN: DEADLINE_SOON this long before a reserved job's TTR runs out. */
 export const DEADLINE_SOON_MS = 1000;
 
@@ -61,7 +78,7 @@ export class Session implements ParserSink {
   readonly hub: Hub;
   readonly connId: number;
   readonly parser: Parser;
-  private readonly transport: Transport;
+  readonly transport: Transport;
   closed = false;
   /** The peer will send nothing more (TCP FIN). */
   halfClosed = false;
@@ -78,8 +95,10 @@ export class Session implements ParserSink {
   /** Requests sent to shards and not answered yet. */
   inflight = 0;
   private out: Buffer[] = [];
+  private outBytes = 0;
   private dirty = false;
   private blocked = 0;
+  private readingPaused = false;
   private deferredCmd = 0;
 
   // The put being read.
@@ -132,6 +151,10 @@ export class Session implements ParserSink {
   receive(chunk: Buffer): void {
     if (this.closed) return;
     this.parser.push(chunk);
+    if (!this.readingPaused && this.parser.bufferedBytes > INPUT_BUFFERED_MAX) {
+      this.readingPaused = true;
+      this.transport.pauseReading();
+    }
     this.hub.flushSoon();
   }
 
@@ -145,6 +168,10 @@ export class Session implements ParserSink {
     this.blocked &= ~bit;
     if (this.blocked === 0 && !this.closed) {
       this.parser.resume();
+      if (this.readingPaused && this.parser.bufferedBytes <= INPUT_BUFFERED_MAX) {
+        this.readingPaused = false;
+        this.transport.resumeReading();
+      }
       if (this.halfClosed) this.maybeFinish();
     }
   }
@@ -201,6 +228,8 @@ export class Session implements ParserSink {
 
   private emit(reply: Buffer): void {
     this.out.push(reply);
+    this.outBytes += reply.length;
+    if (this.outBytes > OUTPUT_BUFFERED_MAX && (this.blocked & B_OUTPUT) === 0) this.block(B_OUTPUT);
     if (!this.dirty) {
       this.dirty = true;
       this.hub.markDirty(this);
@@ -213,7 +242,10 @@ export class Session implements ParserSink {
     if (this.closed || this.out.length === 0) return;
     const data = this.out.length === 1 ? this.out[0] : Buffer.concat(this.out);
     this.out = [];
-    if (!this.transport.write(data)) this.block(B_OUTPUT);
+    this.outBytes = 0;
+    // Below the socket's high-water mark: go on reading; above it, wait for 'drain'.
+    if (this.transport.write(data)) this.unblock(B_OUTPUT);
+    else this.block(B_OUTPUT);
   }
 
   // ---- requests to shards ----
