@@ -196,7 +196,7 @@ export class Hub {
 
   private readyIn(tubeId: number): void {
     const t = this.tubes.get(tubeId);
-    if (t !== undefined && t.waiting.len > 0) this.coordinator.tubeReady(t);
+    if (t !== undefined) this.coordinator.tubeReady(t);
   }
 
   private onEvent(buf: Buffer, at: number): void {

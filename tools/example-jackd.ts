@@ -2,7 +2,10 @@
 //   node tools/example-jackd.ts [port]        (start the server first: make run ARGS="--shards 4")
 // Puts jobs into several tubes, reserves across them, releases, buries, kicks and deletes.
 
-import Jackd from 'jackd';
+import jackd, { type JackdClient } from 'jackd';
+
+// jackd is CommonJS with `module.exports = JackdClient`: at run time the default import is the class.
+const Jackd = jackd as unknown as typeof JackdClient;
 
 export async function jackdTour(port: number, log: (line: string) => void = console.log): Promise<string[]> {
   const seen: string[] = [];

@@ -184,7 +184,10 @@ export class Coordinator {
     this.hub.flushSoon();
   }
 
-  /** Tube `t` may have gained ready jobs: wake one connection waiting on it. */
+  /**
+   * Tube `t` may have gained ready jobs: wake one connection waiting on it. The epoch moves even
+   * when nobody waits yet: a reserve still asking shards must learn it may have missed this job.
+   */
   tubeReady(t: Tube<Session>): void {
     this.epoch++;
     const s = t.waiting.take();
