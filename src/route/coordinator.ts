@@ -9,8 +9,8 @@
 //   (DEADLINE_SOON).
 //
 // A wake-up can race with a reserve that is still asking shards; every "tube got a ready job"
-// bumps an epoch, and an attempt that found nothing retries when the epoch moved under it, so no
-// wake-up is lost.
+// stamps the tube with a new epoch, and an attempt that found nothing retries when one of its
+// watched tubes was stamped after it started, so no wake-up is lost.
 
 import type { Hub } from '../hub.ts';
 import { DEADLINE_SOON_MS, Session } from '../proto/beanstalk/session.ts';
@@ -104,10 +104,12 @@ export class Coordinator {
   private none(s: Session): void {
     s.attempting = false;
     if (s.closed) return;
-    if (s.attemptEpoch !== this.epoch) {
-      // A job became ready while we were asking: it may be ours.
-      this.attempt(s, s.attemptFromWait);
-      return;
+    for (const t of s.watch.items) {
+      if (t.readyEpoch > s.attemptEpoch) {
+        // A job became ready in a watched tube while we were asking: it may be ours.
+        this.attempt(s, s.attemptFromWait);
+        return;
+      }
     }
     const now = Date.now();
     if (s.attemptFromWait) {
@@ -189,7 +191,7 @@ export class Coordinator {
    * when nobody waits yet: a reserve still asking shards must learn it may have missed this job.
    */
   tubeReady(t: Tube<Session>): void {
-    this.epoch++;
+    t.readyEpoch = ++this.epoch;
     const s = t.waiting.take();
     if (s === undefined) return;
     // take() removed it from this tube; unwait removes it from the others.

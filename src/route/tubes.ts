@@ -61,6 +61,8 @@ export class Tube<W extends Waiter = Waiter> {
   jobs = 0;
   /** Connections blocked in a reserve that watch this tube (beanstalkd's waiting_conns). */
   readonly waiting = new Ms<W>();
+  /** When the tube last signalled it may have ready jobs (the coordinator's epoch). */
+  readyEpoch = 0;
   /** The default tube is never freed (beanstalkd holds a reference to it for ever). */
   pinned = false;
 
