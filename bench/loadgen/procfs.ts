@@ -1,0 +1,111 @@
+// What the generator reads about a server process from /proc, and how it finds the process.
+// Off the hot path: plain strings are fine here.
+
+import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import net from 'node:net';
+import { ReplyScanner, REPLY_OK, REPLY_NAMES } from './scanner.ts';
+
+let clockTicksPerS: number | null = null;
+
+/** USER_HZ: the unit of utime/stime in /proc/PID/stat (100 on every usual Linux). */
+function clockTicks(): number {
+  if (clockTicksPerS === null) {
+    try {
+      clockTicksPerS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clockTicksPerS = 100;
+    }
+  }
+  return clockTicksPerS;
+}
+
+/** User + system CPU seconds used so far by process `pid` (all its threads); null if unreadable. */
+export function processCpuS(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name is in parentheses and may contain spaces: count fields after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const utime = Number(fields[11]);
+    const stime = Number(fields[12]);
+    return (utime + stime) / clockTicks();
+  } catch {
+    return null;
+  }
+}
+
+/** Resident set size of `pid` in bytes (VmRSS), null if unreadable. */
+export function processRssBytes(pid: number): number | null {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+    return m ? Number(m[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host.startsWith('127.') || host === '::1';
+}
+
+/**
+ * Sends one command and returns the reply's body (for OK replies) or its name. For `stats` and
+ * similar one-off queries; the load path never uses it.
+ */
+export function queryServer(host: string, port: number, command: string, timeoutMs = 5000): Promise<{ kind: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host, port });
+    const scanner = new ReplyScanner(
+      {
+        onReply(kind, _arg, body, bodyStart, bodyKeptBytes) {
+          socket.destroy();
+          const text = kind === REPLY_OK ? Buffer.from(body.subarray(bodyStart, bodyStart + bodyKeptBytes)).toString('utf8') : '';
+          resolve({ kind: REPLY_NAMES[kind]!, body: text });
+        },
+      },
+      1 << 20,
+    );
+    socket.setTimeout(timeoutMs, () => socket.destroy(new Error(`${command}: no reply within ${timeoutMs} ms`)));
+    socket.on('connect', () => socket.write(`${command}\r\n`));
+    socket.on('data', (chunk) => scanner.feed(chunk, 0, chunk.length));
+    socket.on('error', reject);
+    socket.on('close', () => reject(new Error(`${command}: connection closed without a reply`)));
+  });
+}
+
+/** Parses beanstalk's `stats` YAML (flat "key: value" lines). */
+export function parseStats(yaml: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of yaml.split('\n')) {
+    const m = /^([\w-]+):\s*(.*)$/.exec(line.trim());
+    if (m) out[m[1]!] = m[2]!.replace(/^"(.*)"$/, '$1');
+  }
+  return out;
+}
+
+/** PID of a server on this machine, from its `stats`; null if remote or not reported. */
+export async function discoverServerPid(host: string, port: number): Promise<number | null> {
+  if (!isLoopback(host)) return null;
+  try {
+    const { kind, body } = await queryServer(host, port, 'stats');
+    if (kind !== 'OK') return null;
+    const pid = Number(parseStats(body)['pid']);
+    return Number.isInteger(pid) && pid > 0 && processCpuS(pid) !== null ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Busy and steal CPU seconds of the whole machine so far, from /proc/stat; null if unreadable. */
+export function machineCpuS(): { busyS: number; stealS: number } | null {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+    // cpu  user nice system idle iowait irq softirq steal guest guest_nice
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    const busy = f[0]! + f[1]! + f[2]! + f[5]! + f[6]!;
+    return { busyS: busy / clockTicks(), stealS: (f[7] ?? 0) / clockTicks() };
+  } catch {
+    return null;
+  }
+}

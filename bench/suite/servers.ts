@@ -1,0 +1,193 @@
+// Starting and stopping the servers under test on free loopback ports.
+//
+// A server that does not come up is an error with its exit code and the tail of its output, never
+// a silently skipped column: a benchmark that quietly measures nothing is worse than one that fails.
+
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { queryServer } from '../loadgen/procfs.ts';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const BEANSTALKD_PATH = '/usr/bin/beanstalkd';
+/** How long a server may take to accept connections and answer. Why 5 s: a Node server on a busy 2-core VM starts in well under 1 s. */
+export const START_TIMEOUT_MS = 5000;
+const STOP_TIMEOUT_MS = 3000;
+const OUTPUT_TAIL_BYTES = 4096;
+
+export interface ServerSpec {
+  /** Column name in the results, e.g. "beanstalkd", "shardstalk-1". */
+  name: string;
+  /** What it is, for the results page. */
+  description: string;
+  command: string;
+  args: (port: number) => string[];
+  cwd?: string;
+}
+
+export class ServerStartFailure extends Error {
+  readonly code = 'ERR_BENCH_SERVER_START';
+  readonly server: string;
+  readonly output: string;
+
+  constructor(server: string, message: string, output: string) {
+    super(`${server} did not start: ${message}${output ? `\n--- last output of ${server} ---\n${output.trimEnd()}\n---` : ''}`);
+    this.server = server;
+    this.output = output;
+  }
+}
+
+export interface RunningServer {
+  spec: ServerSpec;
+  port: number;
+  pid: number;
+  /** Last few KB of stdout and stderr. */
+  output(): string;
+  /** True while the process is alive. */
+  alive(): boolean;
+  stop(): Promise<void>;
+}
+
+export function beanstalkdSpec(binary = BEANSTALKD_PATH): ServerSpec | null {
+  if (!existsSync(binary)) return null;
+  return {
+    name: 'beanstalkd',
+    description: `${beanstalkdVersion(binary)}, in memory (no -b)`,
+    command: binary,
+    args: (port) => ['-l', '127.0.0.1', '-p', String(port)],
+  };
+}
+
+export function beanstalkdVersion(binary = BEANSTALKD_PATH): string {
+  try {
+    return execFileSync(binary, ['-v'], { encoding: 'utf8' }).trim();
+  } catch {
+    return 'beanstalkd (version unknown)';
+  }
+}
+
+/** shardstalk from this checkout; `shards` null means its default shard count. */
+export function shardstalkSpec(shards: number | null): ServerSpec {
+  return {
+    name: shards === null ? 'shardstalk' : `shardstalk-${shards}`,
+    description: shards === null ? 'shardstalk, default shard count' : `shardstalk, ${shards} shard${shards === 1 ? '' : 's'}`,
+    // The Node running this suite (24, which runs .ts directly), not whatever `node` is on PATH.
+    command: process.execPath,
+    args: (port) => ['src/main.ts', '-l', '127.0.0.1', '-p', String(port), ...(shards === null ? [] : ['--shards', String(shards)])],
+    cwd: REPO_ROOT,
+  };
+}
+
+/** A port that was free a moment ago (the kernel picks it; a server may still race us for it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const children = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+/** Servers must not outlive the suite, whatever way it ends. */
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const c of children) c.kill('SIGKILL');
+  });
+}
+
+export async function startServer(spec: ServerSpec, startTimeoutMs = START_TIMEOUT_MS): Promise<RunningServer> {
+  installExitHook();
+  let lastError: ServerStartFailure | null = null;
+  // Retry on another port when the one we picked was taken in between.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    try {
+      return await startOnPort(spec, port, startTimeoutMs);
+    } catch (err) {
+      if (!(err instanceof ServerStartFailure) || !/EADDRINUSE|Address already in use/i.test(err.message + err.output)) throw err;
+      lastError = err;
+    }
+  }
+  throw lastError!;
+}
+
+async function startOnPort(spec: ServerSpec, port: number, startTimeoutMs: number): Promise<RunningServer> {
+  let output = '';
+  const keep = (chunk: Buffer): void => {
+    output = (output + chunk.toString('utf8')).slice(-OUTPUT_TAIL_BYTES);
+  };
+  let child: ChildProcess;
+  try {
+    child = spawn(spec.command, spec.args(port), { cwd: spec.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (err) {
+    throw new ServerStartFailure(spec.name, (err as Error).message, '');
+  }
+  children.add(child);
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  let spawnError: Error | null = null;
+  const exitedPromise = new Promise<void>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exited = { code, signal };
+      children.delete(child);
+      resolve();
+    });
+    child.once('error', (err) => {
+      spawnError = err;
+      children.delete(child);
+      resolve();
+    });
+  });
+
+  const deadline = Date.now() + startTimeoutMs;
+  for (;;) {
+    if (spawnError !== null) throw new ServerStartFailure(spec.name, (spawnError as Error).message, output);
+    if (exited !== null) {
+      const e = exited as { code: number | null; signal: NodeJS.Signals | null };
+      throw new ServerStartFailure(spec.name, `exited with ${e.signal ?? `code ${e.code}`} before listening on 127.0.0.1:${port}`, output);
+    }
+    if (await answers(port)) break;
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      await exitedPromise;
+      throw new ServerStartFailure(spec.name, `not answering on 127.0.0.1:${port} after ${startTimeoutMs} ms`, output);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+
+  return {
+    spec,
+    port,
+    pid: child.pid!,
+    output: () => output,
+    alive: () => exited === null,
+    async stop(): Promise<void> {
+      if (exited !== null || spawnError !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+      await exitedPromise;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** True once the port accepts a connection and answers `stats` with any beanstalk reply. */
+async function answers(port: number): Promise<boolean> {
+  try {
+    const reply = await queryServer('127.0.0.1', port, 'stats', 1000);
+    return reply.kind !== 'GARBLED';
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,279 @@
+// The load generator: its reply scanner at every split point, its histogram and ledger, and short
+// real runs against a beanstalkd started on a free port (no timing thresholds: only that the run
+// completed, moved jobs, and accounted for every one of them exactly once).
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bucketLowUs, bucketOf, Histogram } from '../../bench/loadgen/histogram.ts';
+import { Ledger, verifyLedgers } from '../../bench/loadgen/ledger.ts';
+import { makePutTemplate, readBodySeq, SEQ_DIGITS, writeFixedDigits } from '../../bench/loadgen/protocol.ts';
+import {
+  REPLY_BURIED,
+  REPLY_DELETED,
+  REPLY_GARBLED,
+  REPLY_INSERTED,
+  REPLY_NAMES,
+  REPLY_OK,
+  REPLY_RESERVED,
+  ReplyScanner,
+  type ReplySink,
+} from '../../bench/loadgen/scanner.ts';
+import { runLoad } from '../../bench/loadgen/run.ts';
+import { beanstalkdSpec, startServer, type RunningServer } from '../../bench/suite/servers.ts';
+
+// Every reply shape the generator can meet, including bodies that hold CRLF and a zero-length body.
+const BODY = 'a1b2c3d4:00000000042.....';
+const TRANSCRIPT =
+  'INSERTED 1\r\n' +
+  'USING bench.a1b2c3d4.0\r\n' +
+  'WATCHING 2\r\n' +
+  `RESERVED 18446744073 ${BODY.length}\r\n${BODY}\r\n` +
+  'DELETED\r\n' +
+  'TIMED_OUT\r\n' +
+  'OK 12\r\nab\r\ncd\r\nef\r\n\r\n' +
+  'BURIED 7\r\n' +
+  'BURIED\r\n' +
+  'NOT_FOUND\r\n' +
+  'RESERVED 6 0\r\n\r\n' +
+  'DEADLINE_SOON\r\n' +
+  'INSERTED 123456789\r\n';
+
+interface Event {
+  kind: string;
+  arg: number;
+  body: string;
+  bodyBytes: number;
+}
+
+function collector(): { sink: ReplySink; events: Event[] } {
+  const events: Event[] = [];
+  return {
+    events,
+    sink: {
+      onReply(kind, arg, body, start, kept, bodyBytes) {
+        events.push({ kind: REPLY_NAMES[kind]!, arg, body: Buffer.from(body.subarray(start, start + kept)).toString('latin1'), bodyBytes });
+      },
+    },
+  };
+}
+
+/** Feeds `chunks` through one reused buffer with garbage after each chunk, like net's onread. */
+function feedShared(scanner: ReplyScanner, chunks: Buffer[]): void {
+  const shared = Buffer.alloc(4096, 0x0a); // stale LFs beyond `end` must not be seen
+  for (const c of chunks) {
+    c.copy(shared, 0);
+    scanner.feed(shared, 0, c.length);
+    shared.fill(0x0a);
+  }
+}
+
+describe('reply scanner', () => {
+  const whole = Buffer.from(TRANSCRIPT, 'latin1');
+  const reference = collector();
+  new ReplyScanner(reference.sink).feed(whole, 0, whole.length);
+
+  it('reads every reply of the transcript in one read', () => {
+    expect(reference.events.map((e) => e.kind)).toEqual([
+      'INSERTED',
+      'USING',
+      'WATCHING',
+      'RESERVED',
+      'DELETED',
+      'TIMED_OUT',
+      'OK',
+      'BURIED',
+      'BURIED',
+      'NOT_FOUND',
+      'RESERVED',
+      'DEADLINE_SOON',
+      'INSERTED',
+    ]);
+    expect(reference.events[0]!.arg).toBe(1);
+    expect(reference.events[3]).toEqual({ kind: 'RESERVED', arg: 18446744073, body: BODY, bodyBytes: BODY.length });
+    expect(reference.events[6]).toEqual({ kind: 'OK', arg: -1, body: 'ab\r\ncd\r\nef\r\n', bodyBytes: 12 });
+    expect(reference.events[7]!.arg).toBe(7);
+    expect(reference.events[10]).toEqual({ kind: 'RESERVED', arg: 6, body: '', bodyBytes: 0 });
+    expect(reference.events[12]!.arg).toBe(123456789);
+  });
+
+  it('gives the same replies when every byte arrives in its own read', () => {
+    const c = collector();
+    const scanner = new ReplyScanner(c.sink);
+    feedShared(scanner, [...whole].map((b) => Buffer.from([b])));
+    expect(c.events).toEqual(reference.events);
+    expect(scanner.idle).toBe(true);
+  });
+
+  it('gives the same replies split into two reads at every point', () => {
+    for (let cut = 0; cut <= whole.length; cut++) {
+      const c = collector();
+      const scanner = new ReplyScanner(c.sink);
+      feedShared(scanner, [whole.subarray(0, cut), whole.subarray(cut)]);
+      expect(c.events, `split at byte ${cut}`).toEqual(reference.events);
+    }
+  });
+
+  it('keeps only the body prefix it was asked for, at every split point', () => {
+    const expected = collector();
+    new ReplyScanner(expected.sink, 8).feed(whole, 0, whole.length);
+    expect(expected.events[3]!.body).toBe(BODY.slice(0, 8));
+    for (let cut = 0; cut <= whole.length; cut++) {
+      const c = collector();
+      feedShared(new ReplyScanner(c.sink, 8), [whole.subarray(0, cut), whole.subarray(cut)]);
+      expect(c.events, `split at byte ${cut}`).toEqual(expected.events);
+    }
+  });
+
+  // Canaries: input that is not beanstalk must stop the scanner, not be misread.
+  it.each([
+    ['an unknown word', 'HELLO\r\n'],
+    ['a missing CR', 'DELETED\n'],
+    ['a body without its CRLF', 'RESERVED 1 3\r\nabcXY'],
+    ['a reply word with a stray argument', 'DELETED 5\r\n'],
+    ['a line longer than any reply', `USING ${'x'.repeat(300)}\r\n`],
+  ])('reports %s as GARBLED', (_name, text) => {
+    const c = collector();
+    const scanner = new ReplyScanner(c.sink);
+    feedShared(scanner, [Buffer.from(text, 'latin1')]);
+    expect(c.events.at(-1)!.kind).toBe('GARBLED');
+    expect(scanner.failed).toBe(true);
+  });
+
+  it('names its constants consistently', () => {
+    expect(REPLY_NAMES[REPLY_INSERTED]).toBe('INSERTED');
+    expect(REPLY_NAMES[REPLY_RESERVED]).toBe('RESERVED');
+    expect(REPLY_NAMES[REPLY_DELETED]).toBe('DELETED');
+    expect(REPLY_NAMES[REPLY_OK]).toBe('OK');
+    expect(REPLY_NAMES[REPLY_BURIED]).toBe('BURIED');
+    expect(REPLY_NAMES[REPLY_GARBLED]).toBe('GARBLED');
+  });
+});
+
+describe('job body', () => {
+  it('carries the nonce and sequence number the ledger reads back', () => {
+    const t = makePutTemplate('a1b2c3d4', 100, 1024, 120);
+    const bytes = Buffer.from(t.bytes);
+    writeFixedDigits(bytes, t.seqOffset + SEQ_DIGITS, SEQ_DIGITS, 98765432109);
+    const text = bytes.toString('latin1');
+    expect(text.startsWith('put 1024 0 120 100\r\na1b2c3d4:98765432109.')).toBe(true);
+    expect(bytes.length).toBe('put 1024 0 120 100\r\n'.length + 100 + 2);
+    const bodyStart = text.indexOf('\r\n') + 2;
+    expect(readBodySeq(bytes, bodyStart, 64, Buffer.from('a1b2c3d4'))).toBe(98765432109);
+    expect(readBodySeq(bytes, bodyStart, 64, Buffer.from('ffffffff'))).toBe(-1);
+  });
+});
+
+describe('histogram', () => {
+  it('reports quantiles within one sub-bucket (1/64) of the truth', () => {
+    const h = new Histogram();
+    for (let v = 1; v <= 100_000; v++) h.record(v);
+    for (const q of [0.5, 0.9, 0.99, 0.999]) {
+      const truth = q * 100_000;
+      expect(Math.abs(h.quantileUs(q) - truth) / truth).toBeLessThan(1 / 64);
+    }
+    expect(h.maxUs).toBe(100_000);
+  });
+
+  it('maps every bucket back to a lower bound inside it', () => {
+    for (const v of [0, 1, 127, 128, 129, 255, 256, 1000, 65_535, 1e6, 2 ** 31 - 1]) {
+      const b = bucketOf(v);
+      expect(bucketLowUs(b)).toBeLessThanOrEqual(v);
+      expect(bucketOf(bucketLowUs(b))).toBe(b);
+    }
+  });
+
+  it('merges by adding counts', () => {
+    const a = new Histogram();
+    const b = new Histogram();
+    a.record(10);
+    b.record(1000);
+    a.add(b);
+    expect(a.count).toBe(2);
+    expect(a.maxUs).toBe(1000);
+  });
+});
+
+describe('ledger', () => {
+  it('passes jobs deleted exactly once, across threads', () => {
+    const producer = new Ledger();
+    const consumer = new Ledger();
+    for (let seq = 0; seq < 1000; seq++) {
+      producer.markInserted(seq);
+      consumer.markReserved(seq);
+      consumer.markDeleted(seq);
+    }
+    const v = verifyLedgers([producer.export(), consumer.export()]);
+    expect(v).toMatchObject({ inserted: 1000, deletedOnce: 1000, lost: 0, duplicated: 0, ok: true });
+  });
+
+  // Canary: the check must be able to fail.
+  it('catches a lost job, a duplicate and an unacknowledged reservation', () => {
+    const a = new Ledger();
+    const b = new Ledger();
+    for (let seq = 0; seq < 10; seq++) a.markInserted(seq);
+    for (let seq = 0; seq < 9; seq++) {
+      b.markReserved(seq);
+      b.markDeleted(seq);
+    }
+    a.markReserved(3); // job 3 handed out twice
+    b.markReserved(70_000); // a job we never saw acknowledged (and beyond the initial capacity)
+    const v = verifyLedgers([a.export(), b.export()]);
+    expect(v).toMatchObject({ lost: 1, duplicated: 1, unacknowledged: 1, ok: false });
+  });
+});
+
+const beanstalkd = beanstalkdSpec();
+
+describe.skipIf(beanstalkd === null)('against beanstalkd', () => {
+  let server: RunningServer;
+
+  beforeAll(async () => {
+    server = await startServer(beanstalkd!);
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('cycles for a second with every job deleted exactly once', async () => {
+    const r = await runLoad({ port: server.port, mode: 'cycle', connections: 8, pipeline: 4, durationS: 1, warmupS: 0 });
+    expect(r.failures).toEqual([]);
+    expect(r.ok).toBe(true);
+    expect(r.jobsPerSec).toBeGreaterThan(0);
+    expect(r.verify.checked).toBe(true);
+    expect(r.verify.lost).toBe(0);
+    expect(r.verify.duplicated).toBe(0);
+    expect(r.verify.inserted).toBeGreaterThan(0);
+    expect(r.verify.deletedOnce).toBe(r.verify.inserted);
+    expect(r.latencyUs.put.count).toBeGreaterThan(0);
+    expect(r.serverPid).toBe(server.pid);
+  });
+
+  it('drains a pre-filled queue over two threads and several tubes (reserve mode)', async () => {
+    const r = await runLoad({ port: server.port, mode: 'reserve', connections: 4, pipeline: 8, jobs: 5000, tubes: 4, threads: 2 });
+    expect(r.failures).toEqual([]);
+    expect(r.verify).toMatchObject({ inserted: 5000, deletedOnce: 5000, lost: 0, duplicated: 0 });
+    expect(r.jobs).toBe(5000);
+  });
+
+  it('runs producers against consumers (mixed mode, -n) and accounts for every job', async () => {
+    const r = await runLoad({ port: server.port, mode: 'mixed', connections: 6, pipeline: 4, jobs: 3000, tubes: 2, watch: 1 });
+    expect(r.failures).toEqual([]);
+    expect(r.verify).toMatchObject({ inserted: 3000, deletedOnce: 3000, lost: 0, duplicated: 0 });
+  });
+
+  it('verifies a put run when asked to drain it, and paces puts with --rate', async () => {
+    const r = await runLoad({ port: server.port, mode: 'put', connections: 2, pipeline: 4, durationS: 0.5, warmupS: 0, rate: 2000, drain: true });
+    expect(r.failures).toEqual([]);
+    expect(r.verify.checked).toBe(true);
+    expect(r.verify.drained).toBe(r.verify.inserted);
+    expect(r.verify.lost).toBe(0);
+    // Open loop at 2000/s for 0.5 s: about 1000 puts, never wildly more.
+    expect(r.phases[0]!.totals.puts).toBeLessThanOrEqual(1100);
+  });
+
+  it('fails loudly when nothing listens on the port', async () => {
+    const { freePort } = await import('../../bench/suite/servers.ts');
+    const port = await freePort();
+    await expect(runLoad({ port, mode: 'put', connections: 2, durationS: 0.2 })).rejects.toThrow(/ECONNREFUSED/);
+  });
+});
