@@ -90,7 +90,7 @@ export class ProgressBar {
     this.stream = stream;
   }
 
-  update(p: Progress): void {
+  update(p: Progress, prefix = ''): void {
     const width = 24;
     let fraction: number | null = null;
     if (p.plannedS !== null) fraction = p.elapsedS / p.plannedS;
@@ -105,7 +105,7 @@ export class ProgressBar {
     }
     const time = p.plannedS !== null ? `${p.elapsedS.toFixed(1)}/${p.plannedS.toFixed(1)} s` : `${p.elapsedS.toFixed(1)} s`;
     const errors = p.errors > 0 ? `  errors ${p.errors}` : '';
-    const line = `${bar} ${p.phase.padEnd(7)} ${time}  ${fmtSi(p.jobsPerSec)} jobs/s  ${fmtSi(p.commandsPerSec)} cmd/s${errors}`;
+    const line = `${prefix}${bar} ${p.phase.padEnd(7)} ${time}  ${fmtSi(p.jobsPerSec)} jobs/s  ${fmtSi(p.commandsPerSec)} cmd/s${errors}`;
     const cols = this.stream.columns ?? 100;
     this.stream.write(`\r${line.slice(0, cols - 1)}\x1b[K`);
     this.drawn = true;

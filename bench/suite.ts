@@ -1,0 +1,357 @@
+#!/usr/bin/env node
+// The side-by-side suite: shardstalk (1 shard and its default shard count) against Debian's
+// beanstalkd on this machine, in the same run, servers alternating run by run.
+//
+//   node bench/suite.ts [--quick] [--runs N] [--duration S] [--servers a,b] [--only REGEX] ...
+//
+// Writes RESULTS.md (medians, ranges, back-to-back ratios, machine and date, the command to
+// reproduce), suite.json with every run, and SVG charts into --out. Exit code 1 if any run failed
+// its checks or any server did not start: a column that silently measured nothing is a bug.
+
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { machineCpuS } from './loadgen/procfs.ts';
+import { machineInfo, runLoad, type LoadResult } from './loadgen/run.ts';
+import { ProgressBar, fmtBytes, fmtInt } from './report/text.ts';
+import { fullMatrix, quickMatrix, type Point } from './suite/matrix.ts';
+import {
+  failedRecord,
+  memChart,
+  ratioChart,
+  recordOf,
+  summaryChart,
+  timelineChart,
+  writeResultsMarkdown,
+  type MemRecord,
+  type RunRecord,
+  type SuiteContext,
+} from './suite/results.ts';
+import { beanstalkdSpec, REPO_ROOT, shardstalkSpec, startServer, ServerStartFailure, type ServerSpec } from './suite/servers.ts';
+
+const USAGE = `Usage: node bench/suite.ts [options]
+
+  --quick              a handful of points, 1 run of 1 s each, 100k-job memory check (CI)
+  --runs N             runs per point and server (default 3; quick 1)
+  --duration S         measured seconds per run (default 2; quick 1)
+  --warmup S           warm-up seconds per run (default 0.5; quick 0.25)
+  --threads N          generator threads (default 1)
+  --servers LIST       comma-separated: beanstalkd, shardstalk-1, shardstalk (default: all;
+                       beanstalkd only if installed)
+  --shards N           also run shardstalk with N shards (repeatable as a list: 2,4)
+  --only REGEX         only points whose id matches (ids look like cycle-c100-p16-s100-t1)
+  --mem-jobs N         jobs for the memory check (default 1,000,000; quick 100,000); 0 skips it
+  --out DIR            charts and suite.json (default bench/out)
+  --results FILE       the Markdown summary (default bench/RESULTS.md; quick: DIR/RESULTS-quick.md)
+  -h, --help`;
+
+interface SuiteArgs {
+  quick: boolean;
+  runs: number;
+  durationS: number;
+  warmupS: number;
+  threads: number;
+  servers: string[] | null;
+  shards: number[];
+  only: RegExp | null;
+  memJobs: number;
+  outDir: string;
+  resultsFile: string;
+}
+
+function parseSuiteArgs(argv: string[]): SuiteArgs | null {
+  const { values: v } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: 'boolean' },
+      runs: { type: 'string' },
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      threads: { type: 'string' },
+      servers: { type: 'string' },
+      shards: { type: 'string' },
+      only: { type: 'string' },
+      'mem-jobs': { type: 'string' },
+      out: { type: 'string' },
+      results: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (v.help) return null;
+  const quick = v.quick === true;
+  const outDir = path.resolve(v.out ?? path.join(REPO_ROOT, 'bench/out'));
+  const n = (s: string | undefined, d: number): number => {
+    if (s === undefined) return d;
+    const x = Number(s.replace(/_/g, ''));
+    if (!Number.isFinite(x) || x < 0) throw new Error(`not a number: ${s}`);
+    return x;
+  };
+  return {
+    quick,
+    runs: n(v.runs, quick ? 1 : 3),
+    durationS: n(v.duration, quick ? 1 : 2),
+    warmupS: n(v.warmup, quick ? 0.25 : 0.5),
+    threads: n(v.threads, 1),
+    servers: v.servers ? v.servers.split(',').map((s) => s.trim()) : null,
+    shards: v.shards ? v.shards.split(',').map(Number) : [],
+    only: v.only ? new RegExp(v.only) : null,
+    memJobs: n(v['mem-jobs'], quick ? 100_000 : 1_000_000),
+    outDir,
+    resultsFile: path.resolve(v.results ?? (quick ? path.join(outDir, 'RESULTS-quick.md') : path.join(REPO_ROOT, 'bench/RESULTS.md'))),
+  };
+}
+
+function serverSpecs(args: SuiteArgs): ServerSpec[] {
+  const all: ServerSpec[] = [];
+  const bs = beanstalkdSpec();
+  if (bs) all.push(bs);
+  all.push(shardstalkSpec(1));
+  for (const n of args.shards) all.push(shardstalkSpec(n));
+  all.push(shardstalkSpec(null));
+  if (args.servers === null) {
+    if (!bs) log('beanstalkd is not installed (/usr/bin/beanstalkd): no baseline, no ratios');
+    return all;
+  }
+  const picked = args.servers.map((name) => {
+    const s = all.find((x) => x.name === name);
+    if (!s) throw new Error(`unknown server "${name}" (known: ${all.map((x) => x.name).join(', ')})`);
+    return s;
+  });
+  return picked;
+}
+
+function log(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+/** Loud, multi-line, impossible to miss in CI output. */
+function shout(message: string): void {
+  const bar = '!'.repeat(78);
+  process.stderr.write(`\n${bar}\n${message}\n${bar}\n\n`);
+}
+
+function gitCommit(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'workers'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
+    return dirty ? `${head} (+ uncommitted changes in src/ or workers/)` : head;
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** Share of one core used by everything on the machine over `ms`: a busy machine makes runs noisy. */
+async function machineBusyShare(ms: number): Promise<number | null> {
+  const a = machineCpuS();
+  await new Promise((r) => setTimeout(r, ms));
+  const b = machineCpuS();
+  return a && b ? (b.busyS - a.busyS) / (ms / 1000) : null;
+}
+
+async function main(argv: string[]): Promise<number> {
+  let args: SuiteArgs | null;
+  try {
+    args = parseSuiteArgs(argv);
+  } catch (err) {
+    log(`suite: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (args === null) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const specs = serverSpecs(args);
+  let points = args.quick ? quickMatrix() : fullMatrix();
+  if (args.only) points = points.filter((p) => args.only!.test(p.id));
+  mkdirSync(args.outDir, { recursive: true });
+  const startedAt = new Date().toISOString();
+  const m = machineInfo();
+  const ctx: SuiteContext = {
+    startedAt,
+    finishedAt: startedAt,
+    command: `node_modules/.bin/node bench/suite.ts${argv.length ? ` ${argv.join(' ')}` : ''}`,
+    machine: { ...m, kernel: os.release(), loadAverage: os.loadavg().map((x) => x.toFixed(2)).join(' ') },
+    commit: gitCommit(),
+    servers: specs.map((s) => ({ name: s.name, description: s.description })),
+    broken: {},
+    runs: args.runs,
+    durationS: args.durationS,
+    warmupS: args.warmupS,
+    threads: args.threads,
+    quick: args.quick,
+  };
+  const busy = await machineBusyShare(500);
+  if (busy !== null && busy > 0.2) {
+    log(`note: the machine is already busy (${(busy * 100).toFixed(0)}% of a core used by other processes); figures will be noisy`);
+  }
+  const total = points.length * args.runs * specs.length;
+  log(`suite: ${points.length} points × ${args.runs} runs × ${specs.length} servers (${specs.map((s) => s.name).join(', ')}), ${args.durationS} s + ${args.warmupS} s warm-up each: ~${Math.ceil((total * (args.durationS + args.warmupS + 0.8)) / 60)} min`);
+
+  const bar = process.stdout.isTTY ? new ProgressBar(process.stdout) : null;
+  const records: RunRecord[] = [];
+  const abort = new AbortController();
+  process.once('SIGINT', () => {
+    log('\nsuite: interrupted, finishing the current run and writing what was measured');
+    abort.abort();
+  });
+
+  let done = 0;
+  outer: for (const [pi, p] of points.entries()) {
+    for (let round = 0; round < args.runs; round++) {
+      // Rotate the order every round (and point) so no server always runs first or last.
+      const shift = (round + pi) % specs.length;
+      const order = [...specs.slice(shift), ...specs.slice(0, shift)];
+      for (const [oi, spec] of order.entries()) {
+        if (abort.signal.aborted) break outer;
+        done++;
+        const tag = `[${done}/${total}] ${p.label.padEnd(22)} ${spec.name.padEnd(13)} round ${round + 1}/${args.runs}`;
+        if (ctx.broken[spec.name] !== undefined) {
+          records.push(failedRecord(p, spec.name, round, oi, `${spec.name} is broken: ${ctx.broken[spec.name]!.split('\n')[0]}`));
+          continue;
+        }
+        const record = await measure(spec, p, round, oi, args, ctx, bar, tag, abort.signal);
+        records.push(record);
+        bar?.clear();
+        const r = record;
+        log(`${tag}  ${r.ok ? `${fmtInt(r.jobsPerSec).padStart(9)} jobs/s  generator ${(r.generatorCpuShare * 100).toFixed(0)}%  server ${r.serverCpuShare === null ? '?' : (r.serverCpuShare * 100).toFixed(0)}%${(r.otherCpuShare ?? 0) > 0.1 ? `  (others ${(r.otherCpuShare! * 100).toFixed(0)}%)` : ''}` : `FAILED: ${r.failures.join('; ').split('\n')[0]}`}`);
+      }
+    }
+  }
+
+  const mem: MemRecord[] = [];
+  if (args.memJobs > 0 && !abort.signal.aborted) {
+    for (const spec of specs) {
+      if (ctx.broken[spec.name] !== undefined) {
+        mem.push({ server: spec.name, jobs: args.memJobs, ok: false, failures: ['server broken'], rssBeforeBytes: null, rssAfterBytes: null, bytesPerJob: null, putsPerSec: 0 });
+        continue;
+      }
+      const rec = await measureMemory(spec, args, ctx, bar);
+      bar?.clear();
+      mem.push(rec);
+      log(`memory ${spec.name.padEnd(13)} ${rec.ok && rec.bytesPerJob !== null ? `${fmtInt(rec.jobs)} jobs: RSS ${fmtBytes(rec.rssBeforeBytes!)} → ${fmtBytes(rec.rssAfterBytes!)} = ${rec.bytesPerJob.toFixed(0)} bytes/job` : `FAILED: ${rec.failures.join('; ')}`}`);
+    }
+  }
+
+  ctx.finishedAt = new Date().toISOString();
+  // Outputs: charts and raw data into --out, the summary (and a copy of its chart) next to it.
+  const resultsDir = path.dirname(args.resultsFile);
+  mkdirSync(resultsDir, { recursive: true });
+  const summarySvg = summaryChart(ctx, points, records);
+  writeFileSync(path.join(args.outDir, 'summary.svg'), summarySvg);
+  const summaryName = args.quick ? 'results-quick-summary.svg' : 'results-summary.svg';
+  copyFileSync(path.join(args.outDir, 'summary.svg'), path.join(resultsDir, summaryName));
+  const ratio = ratioChart(ctx, points, records);
+  if (ratio) writeFileSync(path.join(args.outDir, 'ratio.svg'), ratio);
+  for (const p of points) writeFileSync(path.join(args.outDir, `timeline-${p.id}.svg`), timelineChart(ctx, p, records));
+  if (mem.length > 0) writeFileSync(path.join(args.outDir, 'memory.svg'), memChart(ctx, mem));
+  writeFileSync(path.join(args.outDir, 'suite.json'), `${JSON.stringify({ context: ctx, points, records, memory: mem }, null, 1)}\n`);
+  writeFileSync(args.resultsFile, writeResultsMarkdown(ctx, points, records, mem, summaryName));
+  log(`\nwrote ${path.relative(process.cwd(), args.resultsFile)}, charts and suite.json in ${path.relative(process.cwd(), args.outDir) || '.'}`);
+
+  const failed = records.filter((r) => !r.ok).length + mem.filter((x) => !x.ok).length;
+  const broken = Object.keys(ctx.broken);
+  if (broken.length > 0) shout(`SUITE FAILED: ${broken.join(', ')} did not run:\n${Object.entries(ctx.broken).map(([k, v]) => `  ${k}: ${v}`).join('\n')}`);
+  else if (failed > 0) shout(`SUITE FAILED: ${failed} runs failed their checks (see ${path.basename(args.resultsFile)}, "Trust")`);
+  if (abort.signal.aborted) return 130;
+  return failed > 0 || broken.length > 0 ? 1 : 0;
+}
+
+async function measure(
+  spec: ServerSpec,
+  p: Point,
+  round: number,
+  order: number,
+  args: SuiteArgs,
+  ctx: SuiteContext,
+  bar: ProgressBar | null,
+  tag: string,
+  signal: AbortSignal,
+): Promise<RunRecord> {
+  let server;
+  try {
+    server = await startServer(spec);
+  } catch (err) {
+    const reason = err instanceof ServerStartFailure ? err.message : `could not start: ${(err as Error).message}`;
+    ctx.broken[spec.name] = reason;
+    shout(reason);
+    return failedRecord(p, spec.name, round, order, reason);
+  }
+  try {
+    const result: LoadResult = await runLoad(
+      {
+        port: server.port,
+        serverPid: server.pid,
+        mode: p.mode,
+        connections: p.connections,
+        pipeline: p.pipeline,
+        bodyBytes: p.bodyBytes,
+        tubes: p.tubes,
+        watch: 1,
+        durationS: args.durationS,
+        warmupS: args.warmupS,
+        threads: args.threads,
+      },
+      { signal, onProgress: bar ? (pr) => bar.update(pr, `${tag} `) : undefined },
+    );
+    const record = recordOf(p, spec.name, round, order, result);
+    if (!server.alive()) {
+      record.ok = false;
+      record.failures.push(`${spec.name} exited during the run:\n${server.output()}`);
+    }
+    return record;
+  } catch (err) {
+    const crashed = !server.alive();
+    const reason = `${(err as Error).message}${crashed ? `\n${spec.name} crashed; its last output:\n${server.output()}` : ''}`;
+    if (crashed) ctx.broken[spec.name] = reason;
+    return failedRecord(p, spec.name, round, order, reason);
+  } finally {
+    await server.stop();
+  }
+}
+
+async function measureMemory(spec: ServerSpec, args: SuiteArgs, ctx: SuiteContext, bar: ProgressBar | null): Promise<MemRecord> {
+  const fail = (reason: string): MemRecord => ({ server: spec.name, jobs: args.memJobs, ok: false, failures: [reason], rssBeforeBytes: null, rssAfterBytes: null, bytesPerJob: null, putsPerSec: 0 });
+  let server;
+  try {
+    server = await startServer(spec);
+  } catch (err) {
+    ctx.broken[spec.name] = (err as Error).message;
+    return fail((err as Error).message);
+  }
+  try {
+    // Few connections, deep pipelines: the fill is fast and per-connection memory is negligible.
+    const r = await runLoad(
+      { port: server.port, serverPid: server.pid, mode: 'mem', jobs: args.memJobs, connections: 10, pipeline: 64, bodyBytes: 100, threads: args.threads },
+      { onProgress: bar ? (pr) => bar.update(pr, `memory ${spec.name} `) : undefined },
+    );
+    if (!r.memory) return fail('could not read the server RSS');
+    return {
+      server: spec.name,
+      jobs: r.memory.jobs,
+      ok: r.ok,
+      failures: r.failures,
+      rssBeforeBytes: r.memory.rssBeforeBytes,
+      rssAfterBytes: r.memory.rssAfterBytes,
+      bytesPerJob: r.memory.bytesPerJob,
+      putsPerSec: r.jobsPerSec,
+    };
+  } catch (err) {
+    return fail((err as Error).message);
+  } finally {
+    await server.stop();
+  }
+}
+
+if (import.meta.main) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      log(`suite: ${(err as Error).stack ?? String(err)}`);
+      process.exitCode = 1;
+    },
+  );
+}
