@@ -42,6 +42,8 @@ const USAGE = `Usage: node bench/suite.ts [options]
                        beanstalkd only if installed)
   --shards N           also run shardstalk with N shards (repeatable as a list: 2,4)
   --only REGEX         only points whose id matches (ids look like cycle-c100-p16-s100-t1)
+  --wait-quiet S       before each round, wait up to S seconds for other processes to use
+                       less than 15% of a core (default 30; quick 0)
   --mem-jobs N         jobs for the memory check (default 1,000,000; quick 100,000); 0 skips it
   --out DIR            charts and suite.json (default bench/out)
   --results FILE       the Markdown summary (default bench/RESULTS.md; quick: DIR/RESULTS-quick.md)
@@ -57,6 +59,7 @@ interface SuiteArgs {
   shards: number[];
   only: RegExp | null;
   memJobs: number;
+  waitQuietS: number;
   outDir: string;
   resultsFile: string;
 }
@@ -74,6 +77,7 @@ function parseSuiteArgs(argv: string[]): SuiteArgs | null {
       shards: { type: 'string' },
       only: { type: 'string' },
       'mem-jobs': { type: 'string' },
+      'wait-quiet': { type: 'string' },
       out: { type: 'string' },
       results: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -98,6 +102,7 @@ function parseSuiteArgs(argv: string[]): SuiteArgs | null {
     shards: v.shards ? v.shards.split(',').map(Number) : [],
     only: v.only ? new RegExp(v.only) : null,
     memJobs: n(v['mem-jobs'], quick ? 100_000 : 1_000_000),
+    waitQuietS: n(v['wait-quiet'], quick ? 0 : 30),
     outDir,
     resultsFile: path.resolve(v.results ?? (quick ? path.join(outDir, 'RESULTS-quick.md') : path.join(REPO_ROOT, 'bench/RESULTS.md'))),
   };
@@ -150,6 +155,23 @@ async function machineBusyShare(ms: number): Promise<number | null> {
   return a && b ? (b.busyS - a.busyS) / (ms / 1000) : null;
 }
 
+/** Share of a core that the machine may use without us before a round is worth starting. */
+const QUIET_SHARE_MAX = 0.15;
+
+/** Waits until the machine is quiet or `maxS` has passed; returns the last busy share seen. */
+async function waitQuiet(maxS: number, signal: AbortSignal): Promise<number | null> {
+  const until = Date.now() + maxS * 1000;
+  let share = await machineBusyShare(300);
+  let told = false;
+  while (share !== null && share > QUIET_SHARE_MAX && Date.now() < until && !signal.aborted) {
+    if (!told) log(`waiting up to ${maxS} s for the machine to calm down (other processes use ${(share * 100).toFixed(0)}% of a core)`);
+    told = true;
+    await new Promise((r) => setTimeout(r, 700));
+    share = await machineBusyShare(300);
+  }
+  return share;
+}
+
 async function main(argv: string[]): Promise<number> {
   let args: SuiteArgs | null;
   try {
@@ -200,6 +222,8 @@ async function main(argv: string[]): Promise<number> {
   let done = 0;
   outer: for (const [pi, p] of points.entries()) {
     for (let round = 0; round < args.runs; round++) {
+      // Wait between rounds, never inside one: a round's runs must stay back to back.
+      if (args.waitQuietS > 0) await waitQuiet(args.waitQuietS, abort.signal);
       // Rotate the order every round (and point) so no server always runs first or last.
       const shift = (round + pi) % specs.length;
       const order = [...specs.slice(shift), ...specs.slice(0, shift)];

@@ -48,6 +48,12 @@ export function formatReport(r: LoadResult): string {
   const prefill = r.phases.find((p) => p.phase === 'prefill');
   if (prefill) lines.push(`  prefill      ${fmtInt(prefill.totals.puts)} jobs in ${prefill.elapsedS.toFixed(2)} s (${fmtInt(prefill.jobsPerSec)} puts/s)`);
   lines.push(`  throughput   ${fmtInt(r.jobsPerSec)} jobs/s   ${fmtInt(r.commandsPerSec)} commands/s   (${fmtInt(r.jobs)} jobs in ${r.elapsedS.toFixed(2)} s)`);
+  if (o.rate !== null) {
+    const load = r.phases.find((p) => p.phase === 'load');
+    const putsPerSec = load && load.elapsedS > 0 ? load.puts / load.elapsedS : 0;
+    const missed = load?.rateMissed ?? 0;
+    lines.push(`  open loop    target ${fmtInt(o.rate)} puts/s, sent ${fmtInt(putsPerSec)} puts/s${missed ? `, ${fmtInt(missed)} due puts dropped (backlog full)` : ''}; latency counts from each put's intended send time`);
+  }
   lines.push(`  latency           p50      p99    p99.9      max       count`);
   for (const [name, l] of Object.entries(r.latencyUs)) if (l.count > 0) lines.push(latencyRow(name, l));
   const g = r.generatorCpu;

@@ -1,0 +1,129 @@
+// The suite's arithmetic and charts, and a tiny end-to-end suite run so the benchmark can't rot.
+
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { fullMatrix, quickMatrix } from '../../bench/suite/matrix.ts';
+import { median, pairedRatio, type RunRecord } from '../../bench/suite/results.ts';
+import { barChart, escapeXml, lineChart, niceStep } from '../../bench/report/svg.ts';
+import { beanstalkdSpec, REPO_ROOT } from '../../bench/suite/servers.ts';
+
+function rec(server: string, round: number, jobsPerSec: number, ok = true): RunRecord {
+  const z = { put: 0, reserve: 0, delete: 0 };
+  return {
+    point: 'p',
+    server,
+    round,
+    order: 0,
+    ok,
+    failures: [],
+    jobsPerSec,
+    commandsPerSec: 0,
+    p50Us: z,
+    p99Us: z,
+    p999Us: z,
+    generatorCpuShare: 0,
+    serverCpuShare: null,
+    otherCpuShare: null,
+    timeline: [],
+    lost: 0,
+    duplicated: 0,
+  };
+}
+
+describe('suite arithmetic', () => {
+  it('takes medians of odd and even counts', () => {
+    expect(median([3, 1, 2])).toBe(2);
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+  });
+
+  it('pairs runs by round, skipping rounds where either run failed', () => {
+    const records = [
+      rec('beanstalkd', 0, 100),
+      rec('shardstalk', 0, 200),
+      rec('beanstalkd', 1, 50), // the VM slowed down: both halves of the round see it
+      rec('shardstalk', 1, 100),
+      rec('beanstalkd', 2, 100),
+      rec('shardstalk', 2, 900, false),
+    ];
+    expect(pairedRatio(records, 'shardstalk', 'beanstalkd')).toEqual({ runs: 2, failed: 0, median: 2, min: 2, max: 2 });
+  });
+
+  it('covers the matrix the issue asks for', () => {
+    const ids = fullMatrix().map((p) => p.id);
+    for (const mode of ['put', 'cycle']) {
+      for (const c of [1, 100, 1000]) {
+        for (const p of [1, 16]) {
+          for (const s of [100, 4096]) expect(ids).toContain(`${mode}-c${c}-p${p}-s${s}-t1`);
+        }
+      }
+      expect(ids).toContain(`${mode}-c100-p16-s100-t64`);
+    }
+    expect(quickMatrix().length).toBeLessThanOrEqual(6);
+  });
+});
+
+describe('svg charts', () => {
+  it('escapes text and picks round tick steps', () => {
+    expect(escapeXml('a<b & "c"')).toBe('a&lt;b &amp; &quot;c&quot;');
+    expect(niceStep(228_000)).toBe(50_000);
+    expect(niceStep(1)).toBe(0.2);
+  });
+
+  it('draws bars with whiskers and lines as standalone SVG', () => {
+    const bars = barChart({ title: 'T <1>', categories: ['a', 'b'], yLabel: 'jobs/s', series: [{ name: 's', values: [1, null], low: [0.5, null], high: [2, null] }] });
+    expect(bars.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
+    expect(bars).toContain('T &lt;1&gt;');
+    expect(bars.match(/<rect /g)!.length).toBe(2); // background + one bar (null draws none)
+    const lines = lineChart({ title: 't', xLabel: 's', yLabel: 'jobs/s', shade: [0.5, 2.5], series: [{ name: 'x', points: [[0, 1], [1, 2]] }] });
+    expect(lines).toContain('<path d="M');
+    expect(lines.trimEnd().endsWith('</svg>')).toBe(true);
+  });
+});
+
+describe.skipIf(beanstalkdSpec() === null)('suite end to end', () => {
+  it('runs one tiny point against beanstalkd and writes results and charts', () => {
+    const out = mkdtempSync(path.join(os.tmpdir(), 'bench-suite-'));
+    try {
+      const r = spawnSync(
+        process.execPath,
+        [
+          'bench/suite.ts',
+          '--servers',
+          'beanstalkd',
+          '--only',
+          '^cycle-c100-p16-s100-t1$',
+          '--runs',
+          '2',
+          '--duration',
+          '0.3',
+          '--warmup',
+          '0',
+          '--mem-jobs',
+          '2000',
+          '--wait-quiet',
+          '0',
+          '--out',
+          out,
+          // Never the committed bench/RESULTS.md.
+          '--results',
+          path.join(out, 'RESULTS.md'),
+        ],
+        { cwd: REPO_ROOT, encoding: 'utf8', timeout: 60_000 },
+      );
+      expect(r.stderr).not.toMatch(/SUITE FAILED/);
+      expect(r.status).toBe(0);
+      const md = readFileSync(path.join(out, 'RESULTS.md'), 'utf8');
+      expect(md).toContain('| cycle 100×16 100B |');
+      expect(md).toContain('Reproduce:');
+      expect(md).toMatch(/\| beanstalkd \| 2,000 \|/);
+      for (const f of ['summary.svg', 'results-summary.svg', 'suite.json', 'memory.svg', 'timeline-cycle-c100-p16-s100-t1.svg']) {
+        expect(existsSync(path.join(out, f)), f).toBe(true);
+      }
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+});
