@@ -7,7 +7,7 @@
 // reference nothing proves the expected strings are right. CI installs it (.ci/run).
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, readFileSync } from 'node:fs';
+import { accessSync, constants, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -58,26 +58,39 @@ const MISSING_BEANSTALKD =
   'Install it (Debian: `apt-get install -y beanstalkd`; `.ci/run` does this) and run again. ' +
   'The suites fail rather than skip so a missing reference is never mistaken for a pass.';
 
-/** A port that was free a moment ago: bind port 0, read the port, close. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      if (addr === null || typeof addr === 'string') return reject(new Error('no port'));
-      srv.close(() => resolve(addr.port));
+/** Ports this process has handed out: never hand out the same one twice (tests start in parallel). */
+const portsHandedOut = new Set<number>();
+
+/**
+ * A port that was free a moment ago: bind port 0, read the port, close. The caller must still
+ * check that its server got the port (see waitListening), since another process may take it.
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const srv = net.createServer();
+      srv.unref();
+      srv.once('error', reject);
+      srv.listen(0, '127.0.0.1', () => {
+        const addr = srv.address();
+        if (addr === null || typeof addr === 'string') return reject(new Error('no port'));
+        srv.close(() => resolve(addr.port));
+      });
     });
-  });
+    if (!portsHandedOut.has(port)) {
+      portsHandedOut.add(port);
+      return port;
+    }
+  }
 }
 
 /**
- * True when something listens on 127.0.0.1:port, read from /proc/net/tcp so that waiting for
- * the server does not itself open a connection (that would show in total-connections).
+ * Whether process `pid` listens on 127.0.0.1:port, read from /proc so that waiting for the
+ * server does not itself open a connection (that would show in total-connections), and so that
+ * another process that happens to hold the port is not mistaken for ours.
  * Returns null when /proc is not readable; the caller then probes with a connection.
  */
-function listeningInProc(port: number): boolean | null {
+function listeningInProc(port: number, pid: number): boolean | null {
   let table: string;
   try {
     table = readFileSync('/proc/net/tcp', 'latin1');
@@ -85,10 +98,25 @@ function listeningInProc(port: number): boolean | null {
     return null;
   }
   const want = `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  let inode: string | null = null;
   for (const line of table.split('\n')) {
     const cols = line.trim().split(/\s+/);
-    // cols[1] is local address, cols[3] the state; 0A is LISTEN.
-    if (cols[1] === want && cols[3] === '0A') return true;
+    // cols[1] is the local address, cols[3] the state (0A is LISTEN), cols[9] the inode.
+    if (cols[1] === want && cols[3] === '0A') inode = cols[9] ?? null;
+  }
+  if (inode === null) return false;
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return null;
+  }
+  for (const fd of fds) {
+    try {
+      if (readlinkSync(`/proc/${pid}/fd/${fd}`) === `socket:[${inode}]`) return true;
+    } catch {
+      // fd closed meanwhile
+    }
   }
   return false;
 }
@@ -112,7 +140,7 @@ async function waitListening(port: number, child: ChildProcess, stderr: () => st
     if (child.exitCode !== null || child.signalCode !== null) {
       throw new Error(`beanstalkd exited early (${child.exitCode ?? child.signalCode}): ${stderr()}`);
     }
-    const inProc = listeningInProc(port);
+    const inProc = child.pid === undefined ? null : listeningInProc(port, child.pid);
     if (inProc === true) return;
     if (inProc === null && (await probeConnect(port))) return;
     await sleep(5);
