@@ -41,6 +41,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const hub = new Hub({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT });
   let server: net.Server;
   try {
+    await hub.pool.ready();
     server = await listenBeanstalk(hub, host, opts.port ?? PORT_DEFAULT, log);
   } catch (err) {
     await hub.close();

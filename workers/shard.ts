@@ -5,7 +5,7 @@
 // write and one doorbell, then sleeps in Atomics.wait until the next request or the next
 // deadline — whichever comes first. No per-job timers: the next wake comes from the heap tops.
 
-import { workerData } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { Doorbell } from '../src/shared/doorbell.ts';
 import {
   E_READY, E_TIMED_OUT, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
@@ -260,4 +260,5 @@ function loop(): void {
   }
 }
 
+parentPort?.postMessage('ready');
 loop();

@@ -106,6 +106,7 @@ export class ShardPool<S> {
   private readonly handler: ShardReplyHandler<S>;
   private flushScheduled = false;
   private running = true;
+  private readonly readyPromises: Promise<void>[] = [];
 
   constructor(opts: ShardPoolOptions, handler: ShardReplyHandler<S>) {
     this.handler = handler;
@@ -126,6 +127,12 @@ export class ShardPool<S> {
         },
       });
       worker.unref();
+      this.readyPromises.push(
+        new Promise<void>((resolve, reject) => {
+          worker.once('message', () => resolve());
+          worker.once('error', reject);
+        }),
+      );
       this.links.push({
         index: i,
         worker,
@@ -139,6 +146,11 @@ export class ShardPool<S> {
       });
     }
     this.pump();
+  }
+
+  /** Resolves once every shard thread has loaded and is serving its ring. */
+  ready(): Promise<void> {
+    return Promise.all(this.readyPromises).then(() => undefined);
   }
 
   /** Registers what to do with the shard's next reply and returns its writer for the request. */
