@@ -258,7 +258,7 @@ export class Session implements ParserSink {
   /** Called by the hub for every reply addressed to this session, before the kind's handling. */
   replied(): void {
     this.inflight--;
-    if (this.inflight === 0 && this.deferredCmd !== 0) {
+    if (this.inflight === 0 && this.deferredCmd !== 0 && !this.closed) {
       const cmd = this.deferredCmd;
       this.deferredCmd = 0;
       this.run(cmd);
