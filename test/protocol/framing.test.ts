@@ -2,8 +2,8 @@
 // bytes, and beanstalkd's prefix matching that decides UNKNOWN_COMMAND vs BAD_FORMAT.
 // After every bad input a good command is sent to check the connection is still usable.
 
-import { describe, expect, it } from 'vitest';
-import { fixture, putCmd, sleep } from '../support/harness.ts';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, putCmd, sharedFixture, sleep } from '../support/harness.ts';
 import { targets } from '../support/servers.ts';
 
 /** beanstalkd's LINE_BUF_SIZE: a command line, "\r\n" included, may be at most this long. */
@@ -285,23 +285,23 @@ const PREFIX_CASES: Array<[string, string]> = [
 ];
 
 describe.each(targets())('$name: UNKNOWN_COMMAND vs BAD_FORMAT', (target) => {
-  it.for(PREFIX_CASES)('%j -> %s, and the connection keeps working', async ([line, reply], ctx) => {
-    const f = await fixture(target, ctx);
+  // parse-only cases: one server for the whole table
+  const f = sharedFixture(target, { beforeAll, afterAll, afterEach });
+
+  it.for(PREFIX_CASES)('%j -> %s, and the connection keeps working', async ([line, reply]) => {
     const c = await f.conn();
     await c.ask(line, `${reply}\r\n`);
     await c.ask('list-tube-used', 'USING default\r\n');
   });
 
-  it('all of them pipelined in one write', async (ctx) => {
-    const f = await fixture(target, ctx);
+  it('all of them pipelined in one write', async () => {
     const c = await f.conn();
     await c.send(PREFIX_CASES.map(([l]) => `${l}\r\n`).join('') + 'list-tube-used\r\n');
     await c.expect(PREFIX_CASES.map(([, r]) => `${r}\r\n`).join('') + 'USING default\r\n');
   });
 
-  it('"quit" is matched by prefix: "quitx" and "quit now" close the connection too', async (ctx) => {
+  it('"quit" is matched by prefix: "quitx" and "quit now" close the connection too', async () => {
     // beanstalkd quirk: quit has no trailing-garbage check.
-    const f = await fixture(target, ctx);
     for (const line of ['quit', 'quitx', 'quit now', 'quit-tube foo']) {
       const c = await f.conn();
       await c.send(`${line}\r\nlist-tube-used\r\n`);

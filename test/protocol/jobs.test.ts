@@ -1,8 +1,8 @@
 // delete, release, bury, touch, kick, kick-job: state changes, ownership, and argument errors.
 
-import { describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '../support/client.ts';
-import { fixture, putCmd } from '../support/harness.ts';
+import { fixture, putCmd, putForId, sharedFixture } from '../support/harness.ts';
 import { targets } from '../support/servers.ts';
 
 /** Put `n` jobs "j1".."jn" with the given delay; expects ids from `firstId`. */
@@ -61,12 +61,74 @@ describe.each(targets())('$name: delete', (target) => {
     await c.ask('delete    2', 'DELETED\r\n');
   });
 
-  it.for(BAD_ID_ARGS)('delete %j is BAD_FORMAT', async (arg, ctx) => {
-    const f = await fixture(target, ctx);
+});
+
+// Argument tables: one shared server each; the rows learn their job id from INSERTED.
+const hooks = { beforeAll, afterAll, afterEach };
+
+describe.each(targets())('$name: argument errors', (target) => {
+  const f = sharedFixture(target, hooks);
+
+  it.for(BAD_ID_ARGS)('delete %j is BAD_FORMAT', async (arg) => {
     const c = await f.conn();
-    await putJobs(c, 1);
+    const id = await putForId(c, 'x');
     await c.ask(`delete ${arg}`, 'BAD_FORMAT\r\n');
-    await c.ask('delete 1', 'DELETED\r\n');
+    await c.ask(`delete ${id}`, 'DELETED\r\n');
+  });
+
+  it.for([
+    ['release {id}', 'BAD_FORMAT'],
+    ['release {id} 0', 'BAD_FORMAT'],
+    ['release {id} 0 ', 'BAD_FORMAT'],
+    ['release {id} 0 0 ', 'BAD_FORMAT'],
+    ['release {id} 0 0 0', 'BAD_FORMAT'],
+    ['release x 0 0', 'BAD_FORMAT'],
+    ['release {id} -1 0', 'BAD_FORMAT'],
+    ['release {id} 0 -1', 'BAD_FORMAT'],
+    ['release {id} 4294967296 0', 'BAD_FORMAT'],
+    ['release {id} 0 4294967296', 'BAD_FORMAT'],
+    ['release 18446744073709551616 0 0', 'BAD_FORMAT'],
+    ['release  {id}  0  0', 'RELEASED'],
+  ] as const)('%j -> %s', async ([line, reply]) => {
+    const c = await f.conn();
+    const id = await putForId(c, 'x');
+    await c.ask(`reserve-job ${id}`, 'RESERVED ' + id + ' 1\r\nx\r\n');
+    await c.ask(line.replace('{id}', String(id)), `${reply}\r\n`);
+    await c.ask(`delete ${id}`, 'DELETED\r\n');
+  });
+
+  it.for([
+    ['bury {id}', 'BAD_FORMAT'],
+    ['bury {id} ', 'BAD_FORMAT'],
+    ['bury {id} 0 ', 'BAD_FORMAT'],
+    ['bury {id} 0 0', 'BAD_FORMAT'],
+    ['bury x 0', 'BAD_FORMAT'],
+    ['bury {id} x', 'BAD_FORMAT'],
+    ['bury {id} -1', 'BAD_FORMAT'],
+    ['bury {id} 4294967296', 'BAD_FORMAT'],
+    ['bury  {id}  4294967295', 'BURIED'],
+  ] as const)('%j -> %s', async ([line, reply]) => {
+    const c = await f.conn();
+    const id = await putForId(c, 'x');
+    await c.ask(`reserve-job ${id}`, 'RESERVED ' + id + ' 1\r\nx\r\n');
+    await c.ask(line.replace('{id}', String(id)), `${reply}\r\n`);
+    await c.ask(`delete ${id}`, 'DELETED\r\n');
+  });
+
+
+  it.for(BAD_ID_ARGS)('touch %j is BAD_FORMAT', async (arg) => {
+    const c = await f.conn();
+    const id = await putForId(c, 'x');
+    await c.ask(`reserve-job ${id}`, 'RESERVED ' + id + ' 1\r\nx\r\n');
+    await c.ask(`touch ${arg}`, 'BAD_FORMAT\r\n');
+    await c.ask(`touch ${id}`, 'TOUCHED\r\n');
+    await c.ask(`delete ${id}`, 'DELETED\r\n');
+  });
+
+  it.for(BAD_ID_ARGS)('kick-job %j is BAD_FORMAT', async (arg) => {
+    const c = await f.conn();
+    await c.ask(`kick-job ${arg}`, 'BAD_FORMAT\r\n');
+    await c.ask('kick-job 18446744073709551615', 'NOT_FOUND\r\n');
   });
 });
 
@@ -105,27 +167,6 @@ describe.each(targets())('$name: release', (target) => {
     await a!.ask('release 1 0 0', 'NOT_FOUND\r\n');
   });
 
-  it.for([
-    ['release 1', 'BAD_FORMAT'],
-    ['release 1 0', 'BAD_FORMAT'],
-    ['release 1 0 ', 'BAD_FORMAT'],
-    ['release 1 0 0 ', 'BAD_FORMAT'],
-    ['release 1 0 0 0', 'BAD_FORMAT'],
-    ['release x 0 0', 'BAD_FORMAT'],
-    ['release 1 -1 0', 'BAD_FORMAT'],
-    ['release 1 0 -1', 'BAD_FORMAT'],
-    ['release 1 4294967296 0', 'BAD_FORMAT'],
-    ['release 1 0 4294967296', 'BAD_FORMAT'],
-    ['release 18446744073709551616 0 0', 'BAD_FORMAT'],
-    ['release  1  0  0', 'RELEASED'],
-  ] as const)('%j -> %s', async ([line, reply], ctx) => {
-    const f = await fixture(target, ctx);
-    const c = await f.conn();
-    await putJobs(c, 1);
-    await c.ask('reserve', 'RESERVED 1 2\r\nj1\r\n');
-    await c.ask(line, `${reply}\r\n`);
-    await c.ask('delete 1', 'DELETED\r\n');
-  });
 });
 
 describe.each(targets())('$name: bury', (target) => {
@@ -161,24 +202,6 @@ describe.each(targets())('$name: bury', (target) => {
     await c.ask('peek-buried', 'FOUND 1 2\r\nj1\r\n');
   });
 
-  it.for([
-    ['bury 1', 'BAD_FORMAT'],
-    ['bury 1 ', 'BAD_FORMAT'],
-    ['bury 1 0 ', 'BAD_FORMAT'],
-    ['bury 1 0 0', 'BAD_FORMAT'],
-    ['bury x 0', 'BAD_FORMAT'],
-    ['bury 1 x', 'BAD_FORMAT'],
-    ['bury 1 -1', 'BAD_FORMAT'],
-    ['bury 1 4294967296', 'BAD_FORMAT'],
-    ['bury  1  4294967295', 'BURIED'],
-  ] as const)('%j -> %s', async ([line, reply], ctx) => {
-    const f = await fixture(target, ctx);
-    const c = await f.conn();
-    await putJobs(c, 1);
-    await c.ask('reserve', 'RESERVED 1 2\r\nj1\r\n');
-    await c.ask(line, `${reply}\r\n`);
-    await c.ask('delete 1', 'DELETED\r\n');
-  });
 });
 
 describe.each(targets())('$name: touch', (target) => {
@@ -195,14 +218,6 @@ describe.each(targets())('$name: touch', (target) => {
     expect(await a!.request('stats')).toMatch(/\ncmd-touch: 4\n/);
   });
 
-  it.for(BAD_ID_ARGS)('touch %j is BAD_FORMAT', async (arg, ctx) => {
-    const f = await fixture(target, ctx);
-    const c = await f.conn();
-    await putJobs(c, 1);
-    await c.ask('reserve', 'RESERVED 1 2\r\nj1\r\n');
-    await c.ask(`touch ${arg}`, 'BAD_FORMAT\r\n');
-    await c.ask('touch 1', 'TOUCHED\r\n');
-  });
 });
 
 describe.each(targets())('$name: kick', (target) => {
@@ -303,10 +318,4 @@ describe.each(targets())('$name: kick', (target) => {
     expect(await c.request('stats')).toMatch(/\ncmd-kick: 0\n/);
   });
 
-  it.for(BAD_ID_ARGS)('kick-job %j is BAD_FORMAT', async (arg, ctx) => {
-    const f = await fixture(target, ctx);
-    const c = await f.conn();
-    await c.ask(`kick-job ${arg}`, 'BAD_FORMAT\r\n');
-    await c.ask('kick-job 1', 'NOT_FOUND\r\n');
-  });
 });

@@ -1,7 +1,7 @@
 // pause-tube: replies, argument parsing, what a paused tube does to reserve, and expiry.
 
-import { describe, expect, it } from 'vitest';
-import { fixture, parseYamlDict, putCmd, sleep } from '../support/harness.ts';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, parseYamlDict, putCmd, sharedFixture, sleep } from '../support/harness.ts';
 import { targets } from '../support/servers.ts';
 
 describe.each(targets())('$name: pause-tube', (target) => {
@@ -18,25 +18,6 @@ describe.each(targets())('$name: pause-tube', (target) => {
     expect(await c.request('stats-tube default')).toMatch(/\ncmd-pause-tube: 2\npause: 4294967295\n/);
     // the NOT_FOUND one is counted globally too
     expect(await c.request('stats')).toMatch(/\ncmd-pause-tube: 3\n/);
-  });
-
-  it.for([
-    'pause-tube default',
-    'pause-tube default ',
-    'pause-tube default x',
-    'pause-tube default -1',
-    'pause-tube default +1',
-    'pause-tube default 1x',
-    'pause-tube default 1 1',
-    'pause-tube default 4294967296',
-    'pause-tube default 18446744073709551616',
-    'pause-tube 5',
-    'pause-tube  ',
-  ])('%j is BAD_FORMAT', async (line, ctx) => {
-    const f = await fixture(target, ctx);
-    const c = await f.conn();
-    await c.ask(line, 'BAD_FORMAT\r\n');
-    await c.ask('pause-tube default 0', 'PAUSED\r\n');
   });
 
   it('an invalid name is counted as a pause-tube command before it is rejected', async (ctx) => {
@@ -84,6 +65,28 @@ describe.each(targets())('$name: pause-tube', (target) => {
     await c.ask('pause-tube default 0', 'PAUSED\r\n');
     await c.ask('reserve-with-timeout 0', 'RESERVED 1 1\r\nx\r\n');
     expect(await c.request('stats-tube default')).toMatch(/\npause: 0\npause-time-left: 0\n/);
+  });
+});
+
+describe.each(targets())('$name: pause-tube argument errors', (target) => {
+  const f = sharedFixture(target, { beforeAll, afterAll, afterEach });
+
+  it.for([
+    'pause-tube default',
+    'pause-tube default ',
+    'pause-tube default x',
+    'pause-tube default -1',
+    'pause-tube default +1',
+    'pause-tube default 1x',
+    'pause-tube default 1 1',
+    'pause-tube default 4294967296',
+    'pause-tube default 18446744073709551616',
+    'pause-tube 5',
+    'pause-tube  ',
+  ])('%j is BAD_FORMAT', async (line) => {
+    const c = await f.conn();
+    await c.ask(line, 'BAD_FORMAT\r\n');
+    await c.ask('pause-tube default 0', 'PAUSED\r\n');
   });
 });
 

@@ -1,7 +1,7 @@
 // peek, peek-ready, peek-delayed, peek-buried.
 
-import { describe, expect, it } from 'vitest';
-import { fixture, putCmd } from '../support/harness.ts';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, putCmd, sharedFixture } from '../support/harness.ts';
 import { targets } from '../support/servers.ts';
 
 describe.each(targets())('$name: peek', (target) => {
@@ -28,12 +28,6 @@ describe.each(targets())('$name: peek', (target) => {
     expect(await c.request('stats')).toMatch(/\ncmd-peek: 9\n/);
   });
 
-  it.for(['x', '-1', '+1', '1 ', '1x', '1 2', '18446744073709551616', ''])('peek %j is BAD_FORMAT', async (arg, ctx) => {
-    const f = await fixture(target, ctx);
-    const c = await f.conn();
-    await c.ask(`peek ${arg}`, 'BAD_FORMAT\r\n');
-    await c.ask('peek 1', 'NOT_FOUND\r\n');
-  });
 
   it('peek-ready shows the most urgent ready job of the used tube', async (ctx) => {
     const f = await fixture(target, ctx);
@@ -90,5 +84,15 @@ describe.each(targets())('$name: peek', (target) => {
     await c.ask('peek 1', `FOUND 1 60000\r\n${body}\r\n`);
     await c.ask('peek-ready', `FOUND 1 60000\r\n${body}\r\n`);
     await c.ask('reserve', `RESERVED 1 60000\r\n${body}\r\n`);
+  });
+});
+
+describe.each(targets())('$name: peek argument errors', (target) => {
+  const f = sharedFixture(target, { beforeAll, afterAll, afterEach });
+
+  it.for(['x', '-1', '+1', '1 ', '1x', '1 2', '18446744073709551616', ''])('peek %j is BAD_FORMAT', async (arg) => {
+    const c = await f.conn();
+    await c.ask(`peek ${arg}`, 'BAD_FORMAT\r\n');
+    await c.ask('peek 1', 'NOT_FOUND\r\n');
   });
 });

@@ -51,6 +51,52 @@ export async function fixture(target: Target, ctx: TestContextLike, opts: Server
   return f;
 }
 
+/**
+ * One server shared by the tests of a describe block (started in beforeAll, stopped in afterAll),
+ * for table-driven cases that only look at parsing and must not pay a server start per row.
+ * Such tests must not assert absolute job ids: use `putForId` to learn the id of a job.
+ * Connections opened through it are closed after each test.
+ */
+export function sharedFixture(target: Target, hooks: {
+  beforeAll(fn: () => unknown): void;
+  afterAll(fn: () => unknown): void;
+  afterEach(fn: () => unknown): void;
+}, opts: ServerOptions = {}): { conn(): Promise<Client>; readonly port: number } {
+  let server: RunningServer | null = null;
+  let clients: Client[] = [];
+  hooks.beforeAll(async () => {
+    server = await target.start(opts);
+  });
+  hooks.afterEach(() => {
+    for (const c of clients) c.destroy();
+    clients = [];
+  });
+  hooks.afterAll(async () => {
+    await server?.close();
+  });
+  return {
+    get port() {
+      if (!server) throw new Error('shared server not started');
+      return server.port;
+    },
+    async conn() {
+      if (!server) throw new Error('shared server not started');
+      const c = await connect(server.port);
+      clients.push(c);
+      return c;
+    },
+  };
+}
+
+/** Put a job and return the id from the INSERTED reply. */
+export async function putForId(c: Client, body: string, pri = 0, delay = 0, ttr = 60): Promise<number> {
+  await c.send(putCmd(body, pri, delay, ttr));
+  const reply = await c.readReply();
+  const m = /^INSERTED (\d+)\r\n$/.exec(reply);
+  if (!m) throw new Error(`expected INSERTED, got ${JSON.stringify(reply)}`);
+  return Number(m[1]);
+}
+
 /** Parse a stats YAML body ("---\nkey: value\n...") into ordered [key, value] pairs. */
 export function parseYamlDict(reply: string): Array<[string, string]> {
   const body = yamlBody(reply);
