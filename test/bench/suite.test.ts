@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { fullMatrix, quickMatrix } from '../../bench/suite/matrix.ts';
 import { median, pairedRatio, type RunRecord } from '../../bench/suite/results.ts';
 import { barChart, escapeXml, lineChart, niceStep } from '../../bench/report/svg.ts';
-import { beanstalkdSpec, REPO_ROOT } from '../../bench/suite/servers.ts';
+import { beanstalkdSpec, REPO_ROOT, ServerStartFailure, startServer } from '../../bench/suite/servers.ts';
 
 function rec(server: string, round: number, jobsPerSec: number, ok = true): RunRecord {
   const z = { put: 0, reserve: 0, delete: 0 };
@@ -80,6 +80,22 @@ describe('svg charts', () => {
     const lines = lineChart({ title: 't', xLabel: 's', yLabel: 'jobs/s', shade: [0.5, 2.5], series: [{ name: 'x', points: [[0, 1], [1, 2]] }] });
     expect(lines).toContain('<path d="M');
     expect(lines.trimEnd().endsWith('</svg>')).toBe(true);
+  });
+});
+
+describe('server start', () => {
+  // The shardstalk column must fail loudly, with the server's own words, never go quiet.
+  it('reports a server that exits at once, with its output', async () => {
+    const spec = { name: 'broken', description: '', command: process.execPath, args: () => ['-e', 'console.error("boom: no such flag"); process.exit(3)'] };
+    const err = await startServer(spec).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ServerStartFailure);
+    expect((err as Error).message).toMatch(/broken did not start: exited with code 3/);
+    expect((err as Error).message).toMatch(/boom: no such flag/);
+  });
+
+  it('reports a server that never answers', async () => {
+    const spec = { name: 'mute', description: '', command: process.execPath, args: () => ['-e', 'setTimeout(() => {}, 60_000)'] };
+    await expect(startServer(spec, 500)).rejects.toThrow(/mute did not start: not answering on 127\.0\.0\.1:\d+ after 500 ms/);
   });
 });
 
