@@ -37,25 +37,34 @@ const START_TIMEOUT_MS = 10_000;
 export const REFERENCE_NAME = 'beanstalkd';
 export const ALL_TARGET_NAMES = [REFERENCE_NAME, 'shardstalk-1', 'shardstalk-4'] as const;
 
-/** Absolute path of the beanstalkd binary, or null when it is not installed. */
+/**
+ * Absolute path of the beanstalkd binary, or null when it is not installed. The environment
+ * variable BEANSTALKD may name the binary to use (and then nothing else is tried).
+ */
 export function findBeanstalkd(): string | null {
+  const isExecutable = (file: string) => {
+    try {
+      accessSync(file, constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const explicit = process.env.BEANSTALKD;
+  if (explicit !== undefined && explicit !== '') return isExecutable(explicit) ? explicit : null;
   const dirs = (process.env.PATH ?? '').split(path.delimiter).concat(['/usr/bin', '/usr/sbin']);
   for (const dir of dirs) {
     if (!dir) continue;
     const candidate = path.join(dir, 'beanstalkd');
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
+    if (isExecutable(candidate)) return candidate;
   }
   return null;
 }
 
 const MISSING_BEANSTALKD =
   'beanstalkd is not installed, and it is the reference these suites are checked against. ' +
-  'Install it (Debian: `apt-get install -y beanstalkd`; `.ci/run` does this) and run again. ' +
+  'Install it (Debian: `apt-get install -y beanstalkd`; `.ci/run` does this) and run again, ' +
+  'or point BEANSTALKD at the binary. ' +
   'The suites fail rather than skip so a missing reference is never mistaken for a pass.';
 
 /** Ports this process has handed out: never hand out the same one twice (tests start in parallel). */
