@@ -161,8 +161,9 @@ export function writeRunCharts(result: LoadResult, dir: string): string[] {
     barChart({
       title: 'Latency per command',
       subtitle: config,
-      yLabel: 'microseconds',
+      yLabel: 'microseconds (log scale)',
       labels: true,
+      log: true,
       categories: commands.map(([name]) => name),
       series: [
         { name: 'p50', values: commands.map(([, l]) => l.p50Us) },

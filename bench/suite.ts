@@ -9,7 +9,7 @@
 // its checks or any server did not start: a column that silently measured nothing is a bug.
 
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -46,6 +46,7 @@ const USAGE = `Usage: node bench/suite.ts [options]
                        less than 15% of a core (default 30; quick 0)
   --mem-jobs N         jobs for the memory check (default 1,000,000; quick 100,000); 0 skips it
   --out DIR            charts and suite.json (default bench/out)
+  --render FILE        don't measure: rewrite the results and charts from a suite.json
   --results FILE       the Markdown summary (default bench/RESULTS.md; quick: DIR/RESULTS-quick.md)
   -h, --help`;
 
@@ -62,6 +63,7 @@ interface SuiteArgs {
   waitQuietS: number;
   outDir: string;
   resultsFile: string;
+  render: string | null;
 }
 
 function parseSuiteArgs(argv: string[]): SuiteArgs | null {
@@ -80,6 +82,7 @@ function parseSuiteArgs(argv: string[]): SuiteArgs | null {
       'wait-quiet': { type: 'string' },
       out: { type: 'string' },
       results: { type: 'string' },
+      render: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -105,6 +108,7 @@ function parseSuiteArgs(argv: string[]): SuiteArgs | null {
     waitQuietS: n(v['wait-quiet'], quick ? 0 : 30),
     outDir,
     resultsFile: path.resolve(v.results ?? (quick ? path.join(outDir, 'RESULTS-quick.md') : path.join(REPO_ROOT, 'bench/RESULTS.md'))),
+    render: v.render ?? null,
   };
 }
 
@@ -184,6 +188,11 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return 0;
   }
+  if (args.render !== null) {
+    const saved = JSON.parse(readFileSync(args.render, 'utf8')) as { context: SuiteContext; points: Point[]; records: RunRecord[]; memory: MemRecord[] };
+    writeOutputs(args, saved.context, saved.points, saved.records, saved.memory);
+    return 0;
+  }
   const specs = serverSpecs(args);
   let points = args.quick ? quickMatrix() : fullMatrix();
   if (args.only) points = points.filter((p) => args.only!.test(p.id));
@@ -259,7 +268,19 @@ async function main(argv: string[]): Promise<number> {
   }
 
   ctx.finishedAt = new Date().toISOString();
-  // Outputs: charts and raw data into --out, the summary (and a copy of its chart) next to it.
+  writeOutputs(args, ctx, points, records, mem);
+
+  const failed = records.filter((r) => !r.ok).length + mem.filter((x) => !x.ok).length;
+  const broken = Object.keys(ctx.broken);
+  if (broken.length > 0) shout(`SUITE FAILED: ${broken.join(', ')} did not run:\n${Object.entries(ctx.broken).map(([k, v]) => `  ${k}: ${v}`).join('\n')}`);
+  else if (failed > 0) shout(`SUITE FAILED: ${failed} runs failed their checks (see ${path.basename(args.resultsFile)}, "Trust")`);
+  if (abort.signal.aborted) return 130;
+  return failed > 0 || broken.length > 0 ? 1 : 0;
+}
+
+/** Charts and raw data into --out; the Markdown summary, with a copy of its chart, where asked. */
+function writeOutputs(args: SuiteArgs, ctx: SuiteContext, points: Point[], records: RunRecord[], mem: MemRecord[]): void {
+  mkdirSync(args.outDir, { recursive: true });
   const resultsDir = path.dirname(args.resultsFile);
   mkdirSync(resultsDir, { recursive: true });
   const summarySvg = summaryChart(ctx, points, records);
@@ -270,16 +291,12 @@ async function main(argv: string[]): Promise<number> {
   if (ratio) writeFileSync(path.join(args.outDir, 'ratio.svg'), ratio);
   for (const p of points) writeFileSync(path.join(args.outDir, `timeline-${p.id}.svg`), timelineChart(ctx, p, records));
   if (mem.length > 0) writeFileSync(path.join(args.outDir, 'memory.svg'), memChart(ctx, mem));
-  writeFileSync(path.join(args.outDir, 'suite.json'), `${JSON.stringify({ context: ctx, points, records, memory: mem }, null, 1)}\n`);
+  const json = path.join(args.outDir, 'suite.json');
+  if (args.render === null || path.resolve(args.render) !== json) {
+    writeFileSync(json, `${JSON.stringify({ context: ctx, points, records, memory: mem }, null, 1)}\n`);
+  }
   writeFileSync(args.resultsFile, writeResultsMarkdown(ctx, points, records, mem, summaryName));
   log(`\nwrote ${path.relative(process.cwd(), args.resultsFile)}, charts and suite.json in ${path.relative(process.cwd(), args.outDir) || '.'}`);
-
-  const failed = records.filter((r) => !r.ok).length + mem.filter((x) => !x.ok).length;
-  const broken = Object.keys(ctx.broken);
-  if (broken.length > 0) shout(`SUITE FAILED: ${broken.join(', ')} did not run:\n${Object.entries(ctx.broken).map(([k, v]) => `  ${k}: ${v}`).join('\n')}`);
-  else if (failed > 0) shout(`SUITE FAILED: ${failed} runs failed their checks (see ${path.basename(args.resultsFile)}, "Trust")`);
-  if (abort.signal.aborted) return 130;
-  return failed > 0 || broken.length > 0 ? 1 : 0;
 }
 
 async function measure(

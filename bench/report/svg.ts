@@ -97,6 +97,22 @@ export interface BarChartSpec {
   yLabel: string;
   /** Print each bar's value above it. */
   labels?: boolean;
+  /** Logarithmic y axis (decades), for values spanning orders of magnitude such as latencies. */
+  log?: boolean;
+}
+
+/** Decade ticks of a log axis from `lo` to `hi` (both powers of ten). */
+function logAxis(left: number, top: number, plotW: number, plotH: number, lo: number, hi: number, label: string, yOf: (v: number) => number): string[] {
+  const out: string[] = [];
+  for (let v = lo; v <= hi * 1.0001; v *= 10) {
+    const y = yOf(v);
+    out.push(`<line x1="${left}" y1="${fmt(y)}" x2="${left + plotW}" y2="${fmt(y)}" stroke="#e5e5e5"/>`);
+    out.push(`<text x="${left - 6}" y="${fmt(y + 4)}" text-anchor="end" fill="#333">${shortNumber(v)}</text>`);
+  }
+  out.push(`<line x1="${left}" y1="${top}" x2="${left}" y2="${top + plotH}" stroke="#333"/>`);
+  out.push(`<line x1="${left}" y1="${top + plotH}" x2="${left + plotW}" y2="${top + plotH}" stroke="#333"/>`);
+  out.push(`<text transform="translate(16 ${top + plotH / 2}) rotate(-90)" text-anchor="middle" fill="#333">${escapeXml(label)}</text>`);
+  return out;
 }
 
 export function barChart(spec: BarChartSpec): string {
@@ -113,16 +129,29 @@ export function barChart(spec: BarChartSpec): string {
   const plotH = 300;
   const height = top + plotH + bottom;
   let dataMax = 0;
+  let dataMin = Infinity;
   for (const s of spec.series) {
-    for (const v of s.values) if (v !== null && v > dataMax) dataMax = v;
-    for (const v of s.high ?? []) if (v !== null && v > dataMax) dataMax = v;
+    for (const v of [...s.values, ...(s.high ?? []), ...(s.low ?? [])]) {
+      if (v === null || v === undefined) continue;
+      if (v > dataMax) dataMax = v;
+      if (v > 0 && v < dataMin) dataMin = v;
+    }
   }
-  const max = axisMax(dataMax);
   const out = header(width, height, spec.title, spec.subtitle);
   out.push(...legend(spec.series.map((s) => s.name), left, top - 12));
-  out.push(...yAxis(left, top, plotW, plotH, max, spec.yLabel));
   const slotW = plotW / Math.max(1, spec.categories.length);
-  const yOf = (v: number): number => top + plotH - (v / max) * plotH;
+  let yOf: (v: number) => number;
+  if (spec.log) {
+    const lo = 10 ** Math.floor(Math.log10(Number.isFinite(dataMin) ? Math.max(dataMin, 1e-9) : 1));
+    const hi = 10 ** Math.ceil(Math.log10(Math.max(dataMax, lo * 10)));
+    const span = Math.log10(hi) - Math.log10(lo);
+    yOf = (v: number): number => top + plotH - ((Math.log10(Math.max(v, lo)) - Math.log10(lo)) / span) * plotH;
+    out.push(...logAxis(left, top, plotW, plotH, lo, hi, spec.yLabel, yOf));
+  } else {
+    const max = axisMax(dataMax);
+    yOf = (v: number): number => top + plotH - (v / max) * plotH;
+    out.push(...yAxis(left, top, plotW, plotH, max, spec.yLabel));
+  }
   spec.categories.forEach((cat, ci) => {
     const x0 = left + ci * slotW + (slotW - n * barW) / 2;
     spec.series.forEach((s, si) => {

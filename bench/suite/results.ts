@@ -165,6 +165,19 @@ function fmtRatio(c: Cell | null): string {
 
 const pct = (n: number): string => `${(n * 100).toFixed(0)}%`;
 
+/** Above this share of a core the generator, sharing 2 cores with the server, may set the pace. */
+export const GENERATOR_BOUND_SHARE = 0.9;
+/** Above this share of a core used by other processes, a run is noisy. */
+export const NOISY_SHARE = 0.1;
+
+function mostly(records: RunRecord[], test: (r: RunRecord) => boolean): boolean {
+  const ok = records.filter((r) => r.ok);
+  return ok.length > 0 && ok.filter(test).length * 2 > ok.length;
+}
+
+const generatorBound = (rs: RunRecord[]): boolean => mostly(rs, (r) => r.generatorCpuShare > GENERATOR_BOUND_SHARE);
+const noisy = (rs: RunRecord[]): boolean => mostly(rs, (r) => (r.otherCpuShare ?? 0) > NOISY_SHARE);
+
 export const BASELINE = 'beanstalkd';
 
 export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records: RunRecord[], mem: MemRecord[], summarySvgName: string): string {
@@ -198,12 +211,22 @@ export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records
   out.push(`|---|${[...servers, ...ratioHeads].map(() => '---:').join('|')}|`);
   for (const p of points) {
     const rs = records.filter((r) => r.point === p.id);
-    const cells = servers.map((s) => fmtCell(cellOf(rs.filter((r) => r.server === s))));
+    const cells = servers.map((s) => {
+      const mine = rs.filter((r) => r.server === s);
+      return fmtCell(cellOf(mine)) + (generatorBound(mine) ? ' †' : '') + (noisy(mine) ? ' ‡' : '');
+    });
     const ratios = hasBaseline ? contenders.map((s) => fmtRatio(pairedRatio(rs, s, BASELINE))) : [];
     out.push(`| ${p.label} | ${[...cells, ...ratios].join(' | ')} |`);
   }
   out.push('');
-  out.push('Points: `mode connections×pipeline body [tubes]`. put: jobs = INSERTED replies; cycle: each connection', 'pipelines put → reserve → delete and jobs = DELETED replies.', '');
+  out.push(
+    'Points: `mode connections×pipeline body [tubes]`. put: jobs = INSERTED replies; cycle: each connection',
+    'pipelines put → reserve → delete and jobs = DELETED replies.',
+    '',
+    `- † the generator used more than ${pct(GENERATOR_BOUND_SHARE)} of a core in most runs: the figure may be the generator's limit rather than the server's.`,
+    `- ‡ other processes used more than ${pct(NOISY_SHARE)} of a core in most runs: noisy.`,
+    '',
+  );
 
   out.push('## Latency p99 (put / reserve / delete)', '');
   out.push(`| point | ${servers.join(' | ')} |`);
