@@ -230,12 +230,14 @@ export class Hub {
       }
       this.flushSoon();
     }
-    s.use.using--;
-    this.tubes.release(s.use);
-    for (const t of s.watch.items) {
+    // beanstalkd's connclose order: the watch set (ms_clear), then the used tube. Tubes freed
+    // on the way leave list-tubes in that order.
+    s.watch.clear((t) => {
       t.watching--;
       this.tubes.release(t);
-    }
+    });
+    s.use.using--;
+    this.tubes.release(s.use);
   }
 
   // ---- stats ----

@@ -37,6 +37,16 @@ export class Ms<T> {
     return this.items.indexOf(item) !== -1;
   }
 
+  /** beanstalkd's ms_clear: removes item 0 until empty (so the last item moves to the front each time). */
+  clear(onRemove: (item: T) => void): void {
+    while (this.items.length > 0) {
+      const item = this.items[0];
+      this.deleteAt(0);
+      onRemove(item);
+    }
+    this.last = 0;
+  }
+
   take(): T | undefined {
     if (this.items.length === 0) return undefined;
     this.last = this.last % this.items.length;

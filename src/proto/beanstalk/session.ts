@@ -71,6 +71,8 @@ const B_BARRIER = 2; //  a command waits for earlier requests to be answered
 const B_PENDING = 4; //  too many replies outstanding
 const B_OUTPUT = 8; //   the peer is not reading
 const B_QUIT = 16; //    quit: close once every reply is out
+const B_ANSWER = 32; //  stats/stats-tube: main-thread counters are read when the shards answer,
+//                       so no later command may change them first
 
 const BARRIER_CMDS = new Set([CMD_STATS, CMD_STATS_TUBE, CMD_LIST_TUBES, CMD_PAUSE_TUBE, CMD_QUIT]);
 
@@ -428,6 +430,7 @@ export class Session implements ParserSink {
         }
         const seq = this.nextSeq();
         this.statsTubes.set(seq, t);
+        this.block(B_ANSWER);
         const w = hub.pool.request(t.shard, K_STATS_TUBE, this, seq);
         w.header(OP_STATS_TUBE, 0, this.connId, t.id, 0, 0, 0);
         this.sent();
@@ -446,6 +449,7 @@ export class Session implements ParserSink {
       }
       case CMD_STATS: {
         this.statsSeq = this.nextSeq();
+        this.block(B_ANSWER);
         this.statsLeft = hub.pool.links.length;
         this.statsSum.fill(0);
         for (let s = 0; s < hub.pool.links.length; s++) {
@@ -531,16 +535,17 @@ export class Session implements ParserSink {
   onStatsTube(seq: number, buf: Buffer, at: number): void {
     const t = this.statsTubes.get(seq);
     this.statsTubes.delete(seq);
-    if (t === undefined || buf[at + 4] !== R_NUMS) {
-      this.complete(seq, REPLY_NOT_FOUND);
-      return;
-    }
-    this.complete(seq, okYaml(formatTubeStats(t, buf, at + HEADER_BYTES)));
+    if (t === undefined || buf[at + 4] !== R_NUMS) this.complete(seq, REPLY_NOT_FOUND);
+    else this.complete(seq, okYaml(formatTubeStats(t, buf, at + HEADER_BYTES)));
+    this.unblock(B_ANSWER);
   }
 
   onTotals(buf: Buffer, at: number): void {
     for (let i = 0; i < 6; i++) this.statsSum[i] += buf.readDoubleLE(at + HEADER_BYTES + i * 8);
-    if (--this.statsLeft === 0) this.complete(this.statsSeq, okYaml(this.hub.formatStats(this.statsSum)));
+    if (--this.statsLeft === 0) {
+      this.complete(this.statsSeq, okYaml(this.hub.formatStats(this.statsSum)));
+      this.unblock(B_ANSWER);
+    }
   }
 
   // ---- reservations ----
