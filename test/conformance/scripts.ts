@@ -259,11 +259,13 @@ export const SCRIPTS: Script[] = [
       send('w', 'reserve\r\n'),
       nothing('w', 400),
       read('w', 1, 2500),
+      // age 1: released no earlier than 1 s after its put (job 2's age would be racy: it was
+      // put a moment later, by however long that round trip took)
+      c('w', 'stats-job 1'),
       c('p', 'peek-delayed'),
       c('m', 'stats-tube later'),
       c('p', 'kick 5'),
       c('w', 'reserve'),
-      c('w', 'stats-job 2'),
     ],
   },
   {
