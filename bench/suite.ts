@@ -43,7 +43,7 @@ const USAGE = `Usage: node bench/suite.ts [options]
   --shards N           also run shardstalk with N shards (repeatable as a list: 2,4)
   --only REGEX         only points whose id matches (ids look like cycle-c100-p16-s100-t1)
   --wait-quiet S       before each round, wait up to S seconds for other processes to use
-                       less than 15% of a core (default 30; quick 0)
+                       less than 15% of a core (default 30, at most 10 min in all; quick 0)
   --mem-jobs N         jobs for the memory check (default 1,000,000; quick 100,000); 0 skips it
   --out DIR            charts and suite.json (default bench/out)
   --render FILE        don't measure: rewrite the results and charts from a suite.json
@@ -162,17 +162,26 @@ async function machineBusyShare(ms: number): Promise<number | null> {
 /** Share of a core that the machine may use without us before a round is worth starting. */
 const QUIET_SHARE_MAX = 0.15;
 
+/** All the waiting a suite run may do: on a machine that never calms down, waiting buys nothing. */
+const QUIET_WAIT_TOTAL_S = 600;
+let quietWaitedS = 0;
+
 /** Waits until the machine is quiet or `maxS` has passed; returns the last busy share seen. */
 async function waitQuiet(maxS: number, signal: AbortSignal): Promise<number | null> {
-  const until = Date.now() + maxS * 1000;
+  const budgetS = Math.min(maxS, QUIET_WAIT_TOTAL_S - quietWaitedS);
+  if (budgetS <= 0) return null;
+  const started = Date.now();
+  const until = started + budgetS * 1000;
   let share = await machineBusyShare(300);
   let told = false;
   while (share !== null && share > QUIET_SHARE_MAX && Date.now() < until && !signal.aborted) {
-    if (!told) log(`waiting up to ${maxS} s for the machine to calm down (other processes use ${(share * 100).toFixed(0)}% of a core)`);
+    if (!told) log(`waiting up to ${budgetS.toFixed(0)} s for the machine to calm down (other processes use ${(share * 100).toFixed(0)}% of a core)`);
     told = true;
     await new Promise((r) => setTimeout(r, 700));
     share = await machineBusyShare(300);
   }
+  quietWaitedS += (Date.now() - started) / 1000;
+  if (quietWaitedS >= QUIET_WAIT_TOTAL_S && told) log(`the machine stayed busy: no more waiting in this suite run (${QUIET_WAIT_TOTAL_S} s spent)`);
   return share;
 }
 
@@ -218,7 +227,8 @@ async function main(argv: string[]): Promise<number> {
     log(`note: the machine is already busy (${(busy * 100).toFixed(0)}% of a core used by other processes); figures will be noisy`);
   }
   const total = points.length * args.runs * specs.length;
-  log(`suite: ${points.length} points × ${args.runs} runs × ${specs.length} servers (${specs.map((s) => s.name).join(', ')}), ${args.durationS} s + ${args.warmupS} s warm-up each: ~${Math.ceil((total * (args.durationS + args.warmupS + 0.8)) / 60)} min`);
+  // ~2 s per run on top of the load: server start and stop, connection set-up, final drain.
+  log(`suite: ${points.length} points × ${args.runs} runs × ${specs.length} servers (${specs.map((s) => s.name).join(', ')}), ${args.durationS} s + ${args.warmupS} s warm-up each: ~${Math.ceil((total * (args.durationS + args.warmupS + 2)) / 60)} min`);
 
   const bar = process.stdout.isTTY ? new ProgressBar(process.stdout) : null;
   const records: RunRecord[] = [];
