@@ -273,6 +273,19 @@ export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records
     out.push('');
   }
 
+  const reference = referenceRows(records, mem);
+  if (reference.length > 0) {
+    out.push('## beanstalkd here vs /work/shared/MEASURED.md', '');
+    out.push(
+      'The same beanstalkd, measured earlier with a C epoll generator. If beanstalkd used ~100% of a core',
+      '(CPU table) and still ran below these figures, the VM was in a slow state (MEASURED.md: two speed',
+      'states about 2× apart); `tools/bench-c-put.c` cross-checks the generator on the spot.',
+      '',
+    );
+    out.push('| figure | here | MEASURED.md | here / MEASURED |', '|---|---:|---:|---:|');
+    out.push(...reference, '');
+  }
+
   out.push('## Trust', '');
   const failedRuns = records.filter((r) => !r.ok);
   const lost = records.reduce((n, r) => n + r.lost, 0);
@@ -288,6 +301,27 @@ export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records
   for (const r of failedRuns.slice(0, 20)) out.push(`- FAILED ${r.server} ${r.point} round ${r.round + 1}: ${r.failures.join('; ').split('\n')[0]}`);
   out.push('');
   return out.join('\n');
+}
+
+/** beanstalkd figures from MEASURED.md (C epoll generator, same 2-core machine type). */
+const MEASURED_BEANSTALKD: Array<{ point: string; label: string; jobsPerSec: number }> = [
+  { point: 'put-c100-p16-s100-t1', label: 'put 100×16 100B, jobs/s', jobsPerSec: 228_000 },
+  { point: 'cycle-c100-p16-s100-t1', label: 'cycle 100×16 100B, jobs/s', jobsPerSec: 96_000 },
+  { point: 'cycle-c100-p1-s100-t1', label: 'cycle 100×1 100B, jobs/s', jobsPerSec: 78_000 },
+  { point: 'cycle-c1000-p1-s100-t1', label: 'cycle 1000×1 100B, jobs/s', jobsPerSec: 61_000 },
+];
+const MEASURED_BEANSTALKD_BYTES_PER_JOB = 292;
+
+function referenceRows(records: RunRecord[], mem: MemRecord[]): string[] {
+  const rows: string[] = [];
+  for (const ref of MEASURED_BEANSTALKD) {
+    const c = cellOf(records.filter((r) => r.point === ref.point && r.server === BASELINE));
+    if (c === null || !Number.isFinite(c.median)) continue;
+    rows.push(`| ${ref.label} | ${fmtInt(c.median)} | ~${fmtInt(ref.jobsPerSec)} | ${(c.median / ref.jobsPerSec).toFixed(2)} |`);
+  }
+  const m = mem.find((x) => x.server === BASELINE && x.ok && x.bytesPerJob !== null);
+  if (m) rows.push(`| RSS per queued 100-byte job, bytes | ${m.bytesPerJob!.toFixed(0)} | ~${MEASURED_BEANSTALKD_BYTES_PER_JOB} | ${(m.bytesPerJob! / MEASURED_BEANSTALKD_BYTES_PER_JOB).toFixed(2)} |`);
+  return rows;
 }
 
 export function summaryChart(ctx: SuiteContext, points: Point[], records: RunRecord[]): string {
