@@ -112,7 +112,12 @@ export class Hub {
       this.coordinator.reply(shard, kind, s as Session, buf, at);
       return;
     }
+    this.applyReply(kind, s, seq, rk, buf, at);
+    // Last: a command deferred behind this reply must see its effects (a delete freeing a tube).
     if (s !== null) s.replied();
+  }
+
+  private applyReply(kind: number, s: Session | null, seq: number, rk: number, buf: Buffer, at: number): void {
     const ok = rk === R_OK;
     const id = buf.readDoubleLE(at + 24);
     switch (kind) {
@@ -134,6 +139,7 @@ export class Hub {
         }
         return;
       case K_DELETE:
+        (s as Session).inflightDeletes--;
         if (ok) {
           (s as Session).unreserve(id);
           this.jobMap.delete(id);

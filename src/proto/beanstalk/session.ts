@@ -75,6 +75,8 @@ const B_ANSWER = 32; //  stats/stats-tube: main-thread counters are read when th
 //                       so no later command may change them first
 
 const BARRIER_CMDS = new Set([CMD_STATS, CMD_STATS_TUBE, CMD_LIST_TUBES, CMD_PAUSE_TUBE, CMD_QUIT]);
+/** These create or free tubes on the main thread; a delete still in flight may free a tube first. */
+const TUBE_CMDS = new Set([CMD_USE, CMD_WATCH, CMD_IGNORE]);
 
 export class Session implements ParserSink {
   readonly hub: Hub;
@@ -96,6 +98,8 @@ export class Session implements ParserSink {
   private slotNext = 0; // seq of the next command
   /** Requests sent to shards and not answered yet. */
   inflight = 0;
+  /** Of which deletes (a delete may free a tube). */
+  inflightDeletes = 0;
   private out: Buffer[] = [];
   private outBytes = 0;
   private dirty = false;
@@ -309,7 +313,7 @@ export class Session implements ParserSink {
   }
 
   command(cmd: number): boolean {
-    if (BARRIER_CMDS.has(cmd) && this.inflight > 0) {
+    if (this.inflight > 0 && (BARRIER_CMDS.has(cmd) || (this.inflightDeletes > 0 && TUBE_CMDS.has(cmd)))) {
       this.deferredCmd = cmd;
       this.block(B_BARRIER);
       return false;
@@ -337,7 +341,7 @@ export class Session implements ParserSink {
         this.byId(OP_RESERVE_JOB, K_RESERVE_JOB, p.id, 0, 0);
         return;
       case CMD_DELETE:
-        this.byId(OP_DELETE, K_DELETE, p.id, 0, 0);
+        if (this.byId(OP_DELETE, K_DELETE, p.id, 0, 0)) this.inflightDeletes++;
         return;
       case CMD_RELEASE:
         this.byId(OP_RELEASE, K_RELEASE, p.id, p.pri, p.delaySec);
@@ -466,15 +470,16 @@ export class Session implements ParserSink {
   }
 
   /** A command about one job: route it to the job's shard, or NOT_FOUND if no shard has it. */
-  private byId(op: number, kind: number, id: number, b: number, c: number): void {
+  private byId(op: number, kind: number, id: number, b: number, c: number): boolean {
     const shard = this.hub.jobMap.get(id);
     if (shard < 0) {
       this.answer(REPLY_NOT_FOUND);
-      return;
+      return false;
     }
     const w = this.hub.pool.request(shard, kind, this, this.nextSeq());
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();
+    return true;
   }
 
   // ---- shard replies (called by the hub; the hub applies server-wide effects first) ----
