@@ -18,6 +18,13 @@ export type Step =
   | { conn: string; close: true }
   /** Expect the server to close the connection (after quit). */
   | { conn: string; closed: true }
+  /**
+   * Read `count` replies in all from the listed (blocked) connections, whichever of them they
+   * arrive on, then check that no more come: for "which of these workers got the job" without
+   * scripting the answer. Recorded per connection in the listed order, so arrival timing does
+   * not show.
+   */
+  | { gather: string[]; count: number }
   | { sleep: number };
 
 export interface Script {
@@ -29,6 +36,8 @@ export interface Script {
 
 /** How long one reply may take before the transcript records that none came (ms). */
 const REPLY_TIMEOUT_MS_DEFAULT = 3_000;
+/** After a gather has its replies, how long to watch for extra ones (ms). */
+const GATHER_SETTLE_MS = 30;
 /** After a client closes, how long the server gets to notice before the next step (ms). */
 const CLOSE_SETTLE_MS = 50;
 
@@ -125,6 +134,38 @@ export async function runSteps(server: RunningServer, steps: Step[], opts: RunOp
       if ('sleep' in step) {
         lines.push(`sleep ${step.sleep}`);
         await new Promise((r) => setTimeout(r, step.sleep));
+        continue;
+      }
+      if ('gather' in step) {
+        lines.push(`gather ${step.count} from ${step.gather.join(',')}`);
+        const got = new Map<string, string[]>(step.gather.map((n) => [n, []]));
+        const clients = await Promise.all(step.gather.map((n) => get(n)));
+        const deadline = Date.now() + REPLY_TIMEOUT_MS_DEFAULT;
+        const drain = async () => {
+          for (let i = 0; i < clients.length; i++) {
+            const c = clients[i]!;
+            while (c.buffered.length > 0) {
+              let r: string;
+              try {
+                r = escapeBytes(normaliseReply(await c.readReply(REPLY_TIMEOUT_MS_DEFAULT), opts));
+              } catch (err) {
+                r = `(no reply: ${firstLine((err as Error).message)})`;
+              }
+              got.get(step.gather[i]!)!.push(r);
+            }
+          }
+        };
+        let total = 0;
+        while (total < step.count && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 5));
+          await drain();
+          total = [...got.values()].reduce((n, rs) => n + rs.length, 0);
+        }
+        await new Promise((r) => setTimeout(r, GATHER_SETTLE_MS));
+        await drain();
+        total = [...got.values()].reduce((n, rs) => n + rs.length, 0);
+        for (const [n, rs] of got) for (const r of rs) lines.push(`${n}< ${r}`);
+        if (total !== step.count) lines.push(`gather: UNEXPECTED ${total} replies`);
         continue;
       }
       const name = step.conn;

@@ -19,6 +19,8 @@ const nothing = (conn: string, ms = 100): Step => ({ conn, nothing: ms });
 const close = (conn: string): Step => ({ conn, close: true });
 const closed = (conn: string): Step => ({ conn, closed: true });
 const sleep = (ms: number): Step => ({ sleep: ms });
+/** `count` replies arrive on some of the listed (blocked) connections; record who got what. */
+const gather = (count: number, ...conns: string[]): Step => ({ gather: conns, count });
 
 /** A snapshot of everything a monitoring client would look at. */
 function snapshot(conn: string, tubes: string[] = []): Step[] {
@@ -393,6 +395,56 @@ export const SCRIPTS: Script[] = [
       c('m', 'stats'),
       c('p', 'kick 10'),
       c('m', 'stats'),
+    ],
+  },
+  {
+    name: 'workers with overlapping watch sets, blocked, served as jobs arrive',
+    steps: [
+      ...([['w1', 'ta', 'tb'], ['w2', 'tb', 'tc'], ['w3', 'ta', 'tc'], ['w4', 'ta', 'tb', 'tc']] as const).flatMap(([w, ...ts]) => [
+        ...ts.map((t) => c(w, `watch ${t}`)),
+        c(w, 'ignore default'),
+      ]),
+      ...['w1', 'w2', 'w3', 'w4'].flatMap((w) => [send(w, 'reserve\r\n'), nothing(w, 20)]),
+      c('m', 'stats-tube tb'),
+      // how many workers each put wakes (tb#3 finds everyone watching tb busy)
+      ...(['tb', 'ta', 'tc', 'tb', 'ta'] as const).flatMap((t, i) => [
+        c('p', `use ${t}`),
+        put('p', `${t}#${i}`),
+        gather([1, 1, 1, 0, 1][i]!, 'w1', 'w2', 'w3', 'w4'),
+      ]),
+      // everyone asks again (one job is still ready); then jobs arrive in another order
+      ...['w1', 'w2', 'w3', 'w4'].flatMap((w) => [send(w, 'reserve\r\n'), sleep(20)]),
+      gather(1, 'w1', 'w2', 'w3', 'w4'),
+      ...(['tc', 'tc', 'ta', 'tb', 'tb'] as const).flatMap((t, i) => [
+        c('p', `use ${t}`),
+        put('p', `${t}#${i + 5}`),
+        gather([1, 1, 1, 0, 0][i]!, 'w1', 'w2', 'w3', 'w4'),
+      ]),
+      c('m', 'stats'),
+    ],
+  },
+  {
+    name: "a closing worker's jobs go to the workers waiting for them",
+    steps: [
+      ...(['ta', 'tb', 'tc'] as const).flatMap((t, i) => [c('p', `use ${t}`), put('p', `${t}-job`, 10 - i)]),
+      ...['ta', 'tb', 'tc'].map((t) => c('w1', `watch ${t}`)),
+      c('w1', 'reserve'),
+      c('w1', 'reserve'),
+      c('w1', 'reserve'),
+      c('w2', 'watch ta'),
+      c('w2', 'watch tb'),
+      c('w3', 'watch tc'),
+      c('w3', 'watch tb'),
+      send('w2', 'reserve\r\n'),
+      nothing('w2', 20),
+      send('w3', 'reserve\r\n'),
+      nothing('w3', 20),
+      close('w1'),
+      gather(2, 'w2', 'w3'),
+      c('m', 'stats'),
+      c('m', 'peek-ready'),
+      c('m', 'use ta'),
+      c('m', 'peek-ready'),
     ],
   },
 ];

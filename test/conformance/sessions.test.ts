@@ -18,10 +18,13 @@ function reference(name: string): Promise<Transcript> {
   return run;
 }
 
+// Sessions run one at a time (reference and target side by side at most): under heavier
+// concurrency the servers lag enough to shift the truncated seconds that stats report.
 describe('scripted sessions on beanstalkd', () => {
   it.for(SCRIPTS.map((s) => s.name))('%s: every reply arrives (the script itself is sound)', async (name) => {
     const t = await reference(name);
     const missing = t.lines.filter((l) => l.includes('(no reply:') || l.includes('UNEXPECTED') || l.endsWith('still open'));
+    // (a gather that got a different number of replies than scripted shows as UNEXPECTED too)
     expect(missing, t.lines.join('\n')).toEqual([]);
   });
 });

@@ -181,6 +181,20 @@ describe.each(targets())('$name: tube lifetime and list-tubes order', (target) =
     await b!.ask('list-tubes', yamlListReply(['default']));
   });
 
+  it('list-tubes order after a connection with several tubes closes', async (ctx) => {
+    // beanstalkd lets go of the watched tubes last-watched first, then of the used tube; each
+    // removal moves the last tube into the hole. Asserted as observed on beanstalkd 1.12.
+    const f = await fixture(target, ctx);
+    const [x, y] = await f.conns(2);
+    for (const t of ['a', 'b', 'c']) await x!.request(`watch ${t}`);
+    await x!.ask('use u', 'USING u\r\n');
+    for (const t of ['d', 'e', 'f', 'g']) await y!.request(`watch ${t}`);
+    await y!.ask('list-tubes', yamlListReply(['default', 'a', 'b', 'c', 'u', 'd', 'e', 'f', 'g']));
+    await x!.close();
+    await sleep(100);
+    await y!.ask('list-tubes', yamlListReply(['default', 'e', 'f', 'g', 'd']));
+  });
+
   it('a tube holding a delayed, buried or reserved job stays; deleting the last job removes it', async (ctx) => {
     const f = await fixture(target, ctx);
     const [a, b] = await f.conns(2);
