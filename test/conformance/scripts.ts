@@ -447,4 +447,23 @@ export const SCRIPTS: Script[] = [
       c('m', 'peek-ready'),
     ],
   },
+  {
+    name: 'DEADLINE_SOON for a worker waiting on many tubes while holding a job from one of them',
+    steps: [
+      ...TUBES.map((t) => c('w', `watch ${t}`)),
+      c('p', `use ${TUBES[5]}`),
+      put('p', 'held', 0, 0, 2),
+      c('w', 'reserve'),
+      send('w', 'reserve\r\n'),
+      nothing('w', 400),
+      read('w', 1, 2500),
+      c('w', 'touch 1'),
+      c('p', `use ${TUBES[9]}`),
+      put('p', 'next'),
+      c('w', 'reserve'),
+      c('w', 'delete 1'),
+      c('w', 'delete 2'),
+      c('m', 'stats'),
+    ],
+  },
 ];

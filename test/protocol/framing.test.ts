@@ -63,6 +63,20 @@ describe.each(targets())('$name: command line length limit', (target) => {
     await c.ask('use after', 'USING after\r\n');
   });
 
+  it(`the ${LINE_BYTES_MAX + 1}-byte case is the same when the line arrives in pieces`, async (ctx) => {
+    const f = await fixture(target, ctx);
+    const c = await f.conn();
+    const line = paddedStatsJob(1, LINE_BYTES_MAX + 1);
+    for (const piece of [line.slice(0, 100), line.slice(100, 223), line.slice(223, 224), line.slice(224)]) {
+      await c.send(piece);
+      await sleep(20);
+    }
+    await c.expectNothing(50);
+    await c.send('list-tube-used\r\n');
+    await c.expect('BAD_FORMAT\r\n');
+    await c.ask('list-tube-used', 'USING default\r\n');
+  });
+
   it('a very long line (10 kB) gets one BAD_FORMAT, sent at once or in pieces', async (ctx) => {
     const f = await fixture(target, ctx);
     const c = await f.conn();
