@@ -240,6 +240,8 @@ export class ShardPool<S> {
         }),
     );
     Atomics.store(this.stop, 0, 1);
+    // The workers are unref'd while serving; keep the event loop alive until they have exited.
+    for (const link of this.links) link.worker.ref();
     for (const link of this.links) link.bell.ring();
     this.running = false;
     this.mainBell.ring(); // let a pending waitAsync settle

@@ -7,6 +7,13 @@ import { isDeepStrictEqual, inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { BURIED, DELAYED, Engine, READY, RESERVED, URGENT_PRI } from '../../workers/engine/engine.ts';
 
+/** beanstalkd: (deadline_ns - now_ns) / 1e9 in C, where at least a nanosecond has passed since the deadline was set. */
+function cSecondsLeft(ms: number): number {
+  const ns = Math.round(ms * 1e6) - 1;
+  const q = ns / 1e9;
+  return q < 0 ? Math.ceil(q) + 0 : Math.floor(q);
+}
+
 // ------------------------------------------------------------------ PRNG
 
 function mulberry32(seed: number): () => number {
@@ -267,7 +274,7 @@ class Model {
   }
 
   jobStats(j: MJob, now: number): number[] {
-    const left = j.state === RESERVED || j.state === DELAYED ? Math.max(0, Math.floor((j.deadline - now) / 1000)) : 0;
+    const left = j.state === RESERVED || j.state === DELAYED ? cSecondsLeft(j.deadline - now) : 0;
     return [j.id, j.tube, j.state, j.pri, Math.floor((now - j.created) / 1000), j.delay, j.ttr, left,
       j.reserves, j.timeouts, j.releases, j.buries, j.kicks];
   }
@@ -279,7 +286,7 @@ class Model {
     const paused = this.paused(t, now);
     return [ready.filter((j) => j.pri < URGENT_PRI).length, ready.length, this.inState(t, RESERVED).length,
       this.inState(t, DELAYED).length, this.inState(t, BURIED).length, tb.totalJobs, tb.cmdDelete, tb.cmdPause,
-      paused ? tb.pauseSec : 0, paused ? Math.floor((tb.unpauseAt - now) / 1000) : 0];
+      paused ? tb.pauseSec : 0, paused ? cSecondsLeft(tb.unpauseAt - now) : 0];
   }
 
   totals(): number[] {

@@ -65,6 +65,16 @@ function growU8(a: Uint8Array, n: number): Uint8Array {
   return b;
 }
 
+/**
+ * Whole seconds left, as beanstalkd prints them: it keeps nanoseconds, so by the time anyone
+ * asks, a deadline set N s ahead has less than N s left and truncates to N-1. Our clock has
+ * milliseconds; taking off one microsecond gives the same answer within the same millisecond.
+ * C's integer division truncates toward zero.
+ */
+export function secondsLeft(ms: number): number {
+  return Math.trunc((ms - 0.001) / 1000) + 0; // + 0 turns -0 into 0
+}
+
 export class Engine {
   /** Pri and tube of the job chosen by the last successful peekBest. */
   lastPri = 0;
@@ -389,7 +399,7 @@ export class Engine {
     out[4] = Math.max(0, Math.floor((nowMs - this.created[s]) / 1000));
     out[5] = this.delay[s];
     out[6] = this.ttr[s];
-    out[7] = st === RESERVED || st === DELAYED ? Math.max(0, Math.floor((this.deadline[s] - nowMs) / 1000)) : 0;
+    out[7] = st === RESERVED || st === DELAYED ? secondsLeft(this.deadline[s] - nowMs) : 0;
     out[8] = this.reserves[s];
     out[9] = this.timeouts[s];
     out[10] = this.releases[s];
@@ -416,7 +426,7 @@ export class Engine {
     out[6] = t.cmdDelete;
     out[7] = t.cmdPause;
     out[8] = paused ? t.pauseSec : 0;
-    out[9] = paused ? Math.floor((t.unpauseAt - nowMs) / 1000) : 0;
+    out[9] = paused ? secondsLeft(t.unpauseAt - nowMs) : 0;
   }
 
   /** out = [urgent, ready, reserved, delayed, buried, jobTimeouts] over this shard. */
