@@ -4,8 +4,10 @@
 NPM ?= npm
 ARGS ?=
 
+# npm 11 leaves other platforms' optional msgpackr-extract builds out of the lock, and then
+# `npm ci` refuses it; `npm install --no-save` installs the same versions without rewriting it.
 node_modules: package.json package-lock.json
-	$(NPM) ci
+	$(NPM) ci || $(NPM) install --no-save
 	@touch node_modules
 
 .PHONY: run test typecheck bench bench-quick clean
