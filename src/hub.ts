@@ -7,7 +7,7 @@ import { CMD_COUNT, STATS_CMD_KEYS } from './proto/beanstalk/commands.ts';
 import {
   K_ACK, K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PEEK_BEST, K_PUT, K_RELEASE,
   K_RELEASE_CONN, K_RESERVE, K_RESERVE_IF_READY, K_RESERVE_JOB, K_STATS_JOB, K_STATS_TUBE,
-  K_TOTALS, K_TOUCH,
+  K_SYNC, K_TOTALS, K_TOUCH,
 } from './proto/beanstalk/kinds.ts';
 import type { Session } from './proto/beanstalk/session.ts';
 import { Coordinator } from './route/coordinator.ts';
@@ -15,19 +15,34 @@ import { JobShardMap } from './route/jobmap.ts';
 import { ShardPool } from './route/shards.ts';
 import { TubeRegistry } from './route/tubes.ts';
 import {
-  E_READY, E_TIMED_OUT, HEADER_BYTES, OP_DROP_TUBE, OP_RELEASE_CONN, R_JOB, R_OK, R_TUBES,
+  E_READY, E_TIMED_OUT, HEADER_BYTES, OP_DROP_TUBE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME,
+  OP_WAL_SYNC, R_JOB, R_OK, R_TUBES, REPLY_FLAG_UNLOGGED,
 } from './shared/records.ts';
+import type { RecoveredJob } from '../workers/wal/reader.ts';
 
 export const VERSION = '0.1.0';
+
+/** The write-ahead log each shard keeps (beanstalkd's -b, -f, -F, -s). */
+export interface WalConfig {
+  dir: string;
+  generation: number;
+  /** 'always' = fsync before replying (-f 0); everyMs = at most that often (-f MS); 'never' (-F). */
+  sync: 'always' | 'never' | { everyMs: number };
+  segmentBytesMax: number;
+}
 
 export interface HubConfig {
   shards: number;
   jobSizeMax: number;
   ringBytes?: number;
+  wal?: WalConfig;
+  /** For the shard threads' own loggers. */
+  logLevel?: string;
 }
 
 // Job states as the engine numbers them.
 const READY = 1;
+const RESERVED_STATE = 2;
 
 export class Hub {
   readonly config: HubConfig;
@@ -56,21 +71,74 @@ export class Hub {
 
   constructor(config: HubConfig) {
     this.config = config;
-    this.tubes = new TubeRegistry<Session>(config.shards);
-    this.tubes.findOrMake('default').pinned = true;
-    this.tubes.onFree = (t) => {
-      this.pool.request(t.shard, K_ACK, null, 0).header(OP_DROP_TUBE, 0, 0, t.id, 0, 0, 0);
-    };
     this.coordinator = new Coordinator(this);
     this.pool = new ShardPool<Session>(
-      { shards: config.shards, ringBytes: config.ringBytes },
+      { shards: config.shards, ringBytes: config.ringBytes, workerData: { wal: config.wal, logLevel: config.logLevel } },
       {
         reply: (shard, kind, session, seq, buf, at) => this.onReply(shard, kind, session, seq, buf, at),
         event: (_shard, buf, at) => this.onEvent(buf, at),
         batchDone: () => this.flushOutputs(),
+        fatal: (shard, err) => this.onFatal(shard, err),
       },
     );
+    this.tubes = new TubeRegistry<Session>(config.shards);
+    this.tubes.onCreate = (t) => {
+      const name = Buffer.from(t.name, 'latin1');
+      const w = this.pool.request(t.shard, K_ACK, null, 0);
+      w.header(OP_TUBE_NAME, name.length, 0, t.id, 0, 0, 0);
+      w.bytes(name, 0, name.length);
+    };
+    this.tubes.onFree = (t) => {
+      this.pool.request(t.shard, K_ACK, null, 0).header(OP_DROP_TUBE, 0, 0, t.id, 0, 0, 0);
+    };
+    this.tubes.findOrMake('default').pinned = true;
   }
+
+  // ---- recovery from the write-ahead log ----
+
+  /** A job read back from the log goes to the shard that owns its tube now. */
+  restoreJob(j: RecoveredJob): void {
+    const t = this.tubes.findOrMake(j.tube);
+    t.jobs++;
+    this.jobMap.set(j.id, t.shard);
+    if (j.id >= this.nextJobId) this.nextJobId = j.id + 1;
+    // beanstalkd brings a job that was reserved back as ready.
+    const state = j.state === RESERVED_STATE ? READY : j.state;
+    const w = this.pool.request(t.shard, K_ACK, null, 0);
+    w.header(OP_RESTORE, 48 + j.body.length, 0, t.id, j.pri, j.delaySec, j.id);
+    w.u32(j.ttrSec);
+    w.u32(state);
+    w.f64(j.deadlineMs);
+    w.f64(j.createdMs);
+    w.u32(j.reserves);
+    w.u32(j.timeouts);
+    w.u32(j.releases);
+    w.u32(j.buries);
+    w.u32(j.kicks);
+    w.u32(0);
+    w.bytes(j.body, 0, j.body.length);
+  }
+
+  /** Resolves once every shard has made all it logged so far durable. */
+  syncShards(): Promise<void> {
+    return new Promise((resolve) => {
+      let left = this.pool.links.length;
+      this.syncDone = () => {
+        if (--left === 0) resolve();
+      };
+      for (let shard = 0; shard < this.pool.links.length; shard++) {
+        this.pool.request(shard, K_SYNC, null, 0).header(OP_WAL_SYNC, 0, 0, 0, 0, 0, 0);
+      }
+      this.pool.flush();
+    });
+  }
+
+  private syncDone: () => void = () => {};
+
+  /** What to do when a shard thread dies (the server sets it: log and exit). */
+  onFatal: (shard: number, err: Error) => void = (shard, err) => {
+    throw new Error(`shard ${shard} died: ${err.stack ?? err.message}`);
+  };
 
   newConnId(): number {
     this.totalConnections++;
@@ -118,6 +186,9 @@ export class Hub {
   }
 
   private applyReply(kind: number, s: Session | null, seq: number, rk: number, buf: Buffer, at: number): void {
+    // The change happened but is not on disk: the effects below still apply (the job exists or
+    // is gone in memory), the client is told the command failed.
+    if (s !== null) s.unlogged = buf[at + REPLY_FLAG_UNLOGGED] !== 0;
     const ok = rk === R_OK;
     const id = buf.readDoubleLE(at + 24);
     switch (kind) {
@@ -197,6 +268,9 @@ export class Hub {
         return;
       case K_ACK:
         return;
+      case K_SYNC:
+        this.syncDone();
+        return;
     }
   }
 
@@ -248,7 +322,8 @@ export class Hub {
 
   // ---- stats ----
 
-  /** sums: [urgent, ready, reserved, delayed, buried, job-timeouts] over every shard. */
+  /** sums: [urgent, ready, reserved, delayed, buried, job-timeouts] summed over every shard, then
+   *  the log's [oldest index (smallest), current index (largest), records written, records migrated]. */
   formatStats(sums: Float64Array): string {
     const ru = process.resourceUsage();
     const secs = (us: number): string => `${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0')}`;
@@ -273,11 +348,11 @@ export class Hub {
     s += `rusage-utime: ${secs(ru.userCPUTime)}\n`;
     s += `rusage-stime: ${secs(ru.systemCPUTime)}\n`;
     s += `uptime: ${Math.floor((Date.now() - this.startedMs) / 1000)}\n`;
-    s += 'binlog-oldest-index: 0\n';
-    s += 'binlog-current-index: 0\n';
-    s += 'binlog-records-migrated: 0\n';
-    s += 'binlog-records-written: 0\n';
-    s += 'binlog-max-size: 10485760\n';
+    s += `binlog-oldest-index: ${sums[6]}\n`;
+    s += `binlog-current-index: ${sums[7]}\n`;
+    s += `binlog-records-migrated: ${sums[9]}\n`;
+    s += `binlog-records-written: ${sums[8]}\n`;
+    s += `binlog-max-size: ${this.config.wal?.segmentBytesMax ?? 10485760}\n`;
     s += `draining: ${this.draining ? 'true' : 'false'}\n`;
     s += `id: ${this.instanceId}\n`;
     s += `hostname: ${os.hostname()}\n`;

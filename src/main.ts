@@ -4,7 +4,8 @@ import { parseArgs } from 'node:util';
 import { VERSION } from './hub.ts';
 import { makeLogger } from './log.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
-import { HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer } from './server.ts';
+import { FSYNC_MS_DEFAULT, HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer } from './server.ts';
+import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
 
 const USAGE = `Usage: shardstalk [OPTIONS]
 
@@ -12,6 +13,11 @@ Options:
  -l ADDR      listen on address (default is ${HOST_DEFAULT})
  -p PORT      listen on port (default is ${PORT_DEFAULT})
  -z BYTES     set the maximum job size in bytes (default is ${JOB_SIZE_DEFAULT})
+ -b DIR       write-ahead log directory: jobs survive restarts and crashes
+ -f MS        fsync at most every MS milliseconds (default is ${FSYNC_MS_DEFAULT}); -f 0 fsyncs before every reply
+ -F           never fsync
+ -s BYTES     size of each write-ahead log file (default is ${SEGMENT_BYTES_DEFAULT})
+ --binlog-skip-corrupt  start even if the log is damaged in the middle, losing the jobs in damaged records
  --shards N   queue shards, one worker thread each (default: cores - 1, at least 1; here ${shardsDefault()})
  -V           increase verbosity (info; -V debug; -VV trace)
  -v, --version  show version information
@@ -38,6 +44,11 @@ try {
       l: { type: 'string' },
       p: { type: 'string' },
       z: { type: 'string' },
+      b: { type: 'string' },
+      f: { type: 'string' },
+      F: { type: 'boolean' },
+      s: { type: 'string' },
+      'binlog-skip-corrupt': { type: 'boolean' },
       shards: { type: 'string' },
       V: { type: 'boolean', multiple: true },
       v: { type: 'boolean' },
@@ -67,6 +78,11 @@ const server = await startServer({
   port: intArg('-p', o.p, 0, 65535) ?? PORT_DEFAULT,
   maxJobSize: intArg('-z', o.z, 0, 1024 * 1024 * 1024) ?? JOB_SIZE_DEFAULT,
   shards: intArg('--shards', o.shards, 1, 254) ?? shardsDefault(),
+  binlogDir: o.b,
+  fsyncMs: intArg('-f', o.f, 0, 86_400_000),
+  noFsync: o.F ?? false,
+  binlogSegmentBytes: intArg('-s', o.s, 4096, 2 ** 31 - 1),
+  binlogSkipCorrupt: o['binlog-skip-corrupt'] ?? false,
   logger: log,
 }).catch((err: Error) => {
   log.fatal({ err: err.message }, 'cannot start');

@@ -2,13 +2,19 @@
 
 import os from 'node:os';
 import type net from 'node:net';
-import { Hub } from './hub.ts';
+import fs from 'node:fs';
+import { Hub, type WalConfig } from './hub.ts';
+import { lockDir, type DirLock } from '../workers/wal/lock.ts';
+import { recover, removeGenerationsBefore, WalCorruptError, type RecoveredJob, type RecoverResult } from '../workers/wal/reader.ts';
+import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
 import { makeLogger, type Logger } from './log.ts';
 import { listenBeanstalk } from './net/listener.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
 
 export const PORT_DEFAULT = 11300;
 export const HOST_DEFAULT = '127.0.0.1';
+/** beanstalkd's -f default: fsync at most every 50 ms. */
+export const FSYNC_MS_DEFAULT = 50;
 
 /** Default shard count: one thread per core beside the main thread, at least one. */
 export function shardsDefault(): number {
@@ -22,6 +28,16 @@ export interface ServerOptions {
   maxJobSize?: number;
   logLevel?: string;
   logger?: Logger;
+  /** -b: keep jobs in a write-ahead log in this directory. */
+  binlogDir?: string;
+  /** -f: fsync at most every this many ms; 0 = before every reply. Default 50. */
+  fsyncMs?: number;
+  /** -F: never fsync. */
+  noFsync?: boolean;
+  /** -s: bytes per log segment file. */
+  binlogSegmentBytes?: number;
+  /** --binlog-skip-corrupt: skip damaged records in the middle of the log instead of refusing to start. */
+  binlogSkipCorrupt?: boolean;
 }
 
 export interface RunningServer {
@@ -38,13 +54,62 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const log = opts.logger ?? makeLogger(opts.logLevel ?? 'info');
   const shards = opts.shards ?? shardsDefault();
   const host = opts.host ?? HOST_DEFAULT;
-  const hub = new Hub({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT });
+  const logLevel = opts.logLevel ?? (opts.logger ? opts.logger.level : 'info');
+
+  // Durability: lock the directory and read back what the log holds before anything serves.
+  let lock: DirLock | null = null;
+  let recovered: RecoverResult | null = null;
+  let wal: WalConfig | undefined;
+  if (opts.binlogDir !== undefined) {
+    fs.mkdirSync(opts.binlogDir, { recursive: true });
+    lock = lockDir(opts.binlogDir);
+    try {
+      recovered = recover(opts.binlogDir, {
+        skipCorrupt: opts.binlogSkipCorrupt ?? false,
+        onWarning: (w) => log.warn({ file: w.path, offset: w.offset, bytes: w.bytes }, w.message),
+      });
+    } catch (err) {
+      lock.unlock();
+      if (err instanceof WalCorruptError) {
+        throw new Error(`write-ahead log is damaged: ${err.path} at byte ${err.offset} (${err.reason}); ` +
+          'start with --binlog-skip-corrupt to skip damaged records and lose the jobs in them');
+      }
+      throw err;
+    }
+    wal = {
+      dir: opts.binlogDir,
+      generation: recovered.maxGeneration + 1,
+      sync: opts.noFsync ? 'never' : (opts.fsyncMs ?? FSYNC_MS_DEFAULT) === 0 ? 'always' : { everyMs: opts.fsyncMs ?? FSYNC_MS_DEFAULT },
+      segmentBytesMax: opts.binlogSegmentBytes ?? SEGMENT_BYTES_DEFAULT,
+    };
+  }
+
+  const hub = new Hub({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel });
+  hub.onFatal = (shard, err) => {
+    // Its queues are gone from memory: serving on would answer wrongly. Exit; with -b the log
+    // still holds every acknowledged job for the next start.
+    log.fatal({ shard, err: err.stack ?? err.message }, 'a shard thread died; exiting');
+    process.exit(70);
+  };
   let server: net.Server;
   try {
     await hub.pool.ready();
+    if (recovered !== null && wal !== undefined) {
+      // Every live job goes to the shard its tube hashes to now (the shard count may have
+      // changed), which writes it into the new generation; once that is durable, the old
+      // generations can go.
+      const ids = [...recovered.jobs.keys()].sort((x, y) => x - y);
+      for (const id of ids) hub.restoreJob(recovered.jobs.get(id) as RecoveredJob);
+      if (recovered.maxId >= hub.nextJobId) hub.nextJobId = recovered.maxId + 1;
+      await hub.syncShards();
+      removeGenerationsBefore(wal.dir, wal.generation);
+      log.info({ jobs: ids.length, nextId: hub.nextJobId, records: recovered.records, dir: wal.dir }, 'recovered from the write-ahead log');
+      recovered = null;
+    }
     server = await listenBeanstalk(hub, host, opts.port ?? PORT_DEFAULT, log);
   } catch (err) {
     await hub.close();
+    lock?.unlock();
     throw err;
   }
   const addr = server.address();
@@ -70,6 +135,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
         for (const s of sockets) s.destroy();
       });
       await hub.close();
+      lock?.unlock();
     },
   };
 }

@@ -10,12 +10,15 @@ import { Doorbell } from '../src/shared/doorbell.ts';
 import {
   E_READY, E_TIMED_OUT, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
   OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BEST, OP_PEEK_BURIED, OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT,
-  OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_IF_READY, OP_RESERVE_JOB, OP_STATS_JOB,
-  OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, R_BEST, R_JOB, R_NONE, R_NUMS, R_OK, R_TUBES, RecordReader,
-  RecordWriter,
+  OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_IF_READY, OP_RESERVE_JOB, OP_RESTORE,
+  OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, R_BEST, R_JOB,
+  R_NONE, R_NUMS, R_OK, R_TUBES, RecordReader, RecordWriter, REPLY_FLAG_UNLOGGED,
 } from '../src/shared/records.ts';
 import { Ring } from '../src/shared/ring.ts';
+import type { WalConfig } from '../src/hub.ts';
+import { makeLogger } from '../src/log.ts';
 import { Engine } from './engine/engine.ts';
+import { fullRecordBytes, Wal, WalWriteError } from './wal/index.ts';
 
 interface ShardData {
   index: number;
@@ -24,7 +27,14 @@ interface ShardData {
   bell: SharedArrayBuffer;
   mainBell: SharedArrayBuffer;
   stop: SharedArrayBuffer;
+  wal?: WalConfig;
+  logLevel?: string;
 }
+
+/** Live jobs moved out of the oldest log segment per batch (compaction runs a little at a time). */
+const MIGRATIONS_PER_BATCH = 256;
+/** How long to wait before retrying a log write that failed (disk full, EIO). */
+const WAL_RETRY_MS = 100;
 
 /** Longest sleep without a deadline: a safety net only; every request rings the doorbell. */
 const IDLE_WAIT_MS = 1000;
@@ -36,7 +46,25 @@ const bell = Doorbell.attach(data.bell);
 const mainBell = Doorbell.attach(data.mainBell);
 const stop = new Int32Array(data.stop);
 
+const log = makeLogger(data.logLevel ?? 'info').child({ shard: data.index });
 const engine = new Engine();
+const wal = data.wal
+  ? new Wal({
+      dir: data.wal.dir,
+      shard: data.index,
+      generation: data.wal.generation,
+      sync: data.wal.sync,
+      segmentBytesMax: data.wal.segmentBytesMax,
+    })
+  : null;
+/** Tube names by id (log records name their tube). */
+const tubeNames: string[] = [];
+const img = new Float64Array(12);
+/** Offsets in `out` of this batch's replies whose change went to the log. */
+const logged: number[] = [];
+let walFailing = false;
+let compactSeq = -1;
+let compactCursor = 0;
 const reader = new RecordReader();
 const out = new RecordWriter();
 const nums = new Float64Array(16);
@@ -76,6 +104,61 @@ function replyJob(id: number, more: number, deadlineMs: number): void {
   out.bytes(body, 0, body.length);
 }
 
+// ---- the write-ahead log: one record per change that must survive a restart ----
+
+function logFull(id: number, body: Uint8Array, start: number, end: number): void {
+  if (wal === null) return;
+  engine.image(id, img);
+  const seq = wal.appendFull(id, tubeNames[engine.tubeOf(id)] ?? '', img[0], img[1], img[2], img[3], img[4],
+    img[5], img[6], img[7], img[8], img[9], img[10], body, start, end);
+  engine.setFile(id, seq);
+}
+
+function logUpdate(id: number): void {
+  if (wal === null) return;
+  engine.image(id, img);
+  wal.appendUpdate(id, engine.fileOf(id), img[3], img[0], img[1], img[4], img[6], img[7], img[8], img[9], img[10]);
+}
+
+/** Moves a few live jobs out of the oldest segment so it can be deleted (bounded disk use). */
+function compact(): void {
+  if (wal === null) return;
+  const c = wal.compactionCandidate();
+  if (c < 0) return;
+  if (c !== compactSeq) {
+    compactSeq = c;
+    compactCursor = 0;
+  }
+  const name = (id: number): string => tubeNames[engine.tubeOf(id)] ?? '';
+  compactCursor = engine.jobsInFile(c, compactCursor, MIGRATIONS_PER_BATCH, (id) => {
+    engine.image(id, img);
+    const body = engine.body(id);
+    const seq = wal.migrate(c, id, name(id), img[0], img[1], img[2], img[3], img[4], img[5], img[6], img[7],
+      img[8], img[9], img[10], body, 0, body.length);
+    engine.setFile(id, seq);
+  });
+  if (compactCursor < 0) compactCursor = 0;
+}
+
+/** Writes the batch's log records (and syncs as the mode says) before its replies go out. */
+function commitLog(now: number): void {
+  if (wal === null) return;
+  compact();
+  try {
+    wal.commit(now);
+    if (walFailing) log.warn('write-ahead log writable again');
+    walFailing = false;
+  } catch (err) {
+    if (!(err instanceof WalWriteError)) throw err;
+    if (!walFailing) log.error({ err: err.message, code: err.code }, 'write-ahead log write failed; changes are refused until it recovers');
+    walFailing = true;
+    // Never a success for a change that is not on disk: these replies become errors. The
+    // records stay queued and are written by a later commit.
+    for (const off of logged) out.buf[off + REPLY_FLAG_UNLOGGED] = 1;
+  }
+  logged.length = 0;
+}
+
 function reservedDeadline(id: number, now: number): number {
   engine.jobStats(id, now, nums);
   return now + nums[6] * 1000; // reserve set deadline = now + ttr
@@ -94,6 +177,8 @@ function handle(buf: Buffer, at: number, now: number): void {
       const ttr = buf.readUInt32LE(at + HEADER_BYTES);
       const bodyStart = at + HEADER_BYTES + 4;
       const state = engine.put(a, id, b, c, ttr, buf.subarray(bodyStart, at + len), now);
+      logFull(id, buf, bodyStart, at + len);
+      logged.push(out.len);
       out.header(R_OK, 0, 0, state, a, 0, id);
       return;
     }
@@ -126,21 +211,40 @@ function handle(buf: Buffer, at: number, now: number): void {
     }
     // Replies about one job echo its id, so the main thread can update what the connection holds.
     case OP_DELETE: {
+      const fullSeq = engine.fileOf(id);
+      const fullBytes = fullRecordBytes((tubeNames[engine.tubeOf(id)] ?? '').length, engine.body(id).length);
       const tube = engine.deleteJob(id, conn);
-      if (tube < 0) out.header(R_NONE, 0, 0, 0, 0, 0, id);
-      else out.header(R_OK, 0, 0, 0, tube, 0, id);
+      if (tube < 0) {
+        out.header(R_NONE, 0, 0, 0, 0, 0, id);
+        return;
+      }
+      if (wal !== null) {
+        wal.appendDelete(id, fullSeq, fullBytes);
+        logged.push(out.len);
+      }
+      out.header(R_OK, 0, 0, 0, tube, 0, id);
       return;
     }
     case OP_RELEASE: {
       const tube = engine.tubeOf(id);
       const state = engine.release(id, conn, b, c, now);
-      if (state < 0) out.header(R_NONE, 0, 0, 0, 0, 0, id);
-      else out.header(R_OK, 0, 0, state, tube, 0, id);
+      if (state < 0) {
+        out.header(R_NONE, 0, 0, 0, 0, 0, id);
+        return;
+      }
+      logUpdate(id);
+      logged.push(out.len);
+      out.header(R_OK, 0, 0, state, tube, 0, id);
       return;
     }
     case OP_BURY:
-      if (engine.bury(id, conn, b)) out.header(R_OK, 0, 0, 0, 0, 0, id);
-      else out.header(R_NONE, 0, 0, 0, 0, 0, id);
+      if (!engine.bury(id, conn, b)) {
+        out.header(R_NONE, 0, 0, 0, 0, 0, id);
+        return;
+      }
+      logUpdate(id);
+      logged.push(out.len);
+      out.header(R_OK, 0, 0, 0, 0, 0, id);
       return;
     case OP_TOUCH:
       if (engine.touch(id, conn, now)) {
@@ -150,12 +254,22 @@ function handle(buf: Buffer, at: number, now: number): void {
         out.header(R_NONE, 0, 0, 0, 0, 0, id);
       }
       return;
-    case OP_KICK:
-      out.header(R_OK, 0, 0, engine.kick(a, b, now), a, 0, 0);
+    case OP_KICK: {
+      const n = engine.kick(a, b, now);
+      const kicked = engine.lastKicked;
+      for (let i = 0; i < kicked.length; i++) logUpdate(kicked[i]);
+      if (n > 0) logged.push(out.len);
+      out.header(R_OK, 0, 0, n, a, 0, 0);
       return;
+    }
     case OP_KICK_JOB:
-      if (engine.kickJob(id, now)) out.header(R_OK, 0, 0, 0, engine.tubeOf(id), 0, id);
-      else out.header(R_NONE, 0, 0, 0, 0, 0, id);
+      if (!engine.kickJob(id, now)) {
+        out.header(R_NONE, 0, 0, 0, 0, 0, id);
+        return;
+      }
+      logUpdate(id);
+      logged.push(out.len);
+      out.header(R_OK, 0, 0, 0, engine.tubeOf(id), 0, id);
       return;
     case OP_PEEK:
     case OP_PEEK_READY:
@@ -175,7 +289,7 @@ function handle(buf: Buffer, at: number, now: number): void {
         out.header(R_NONE, 0, 0, 0, 0, 0, 0);
         return;
       }
-      replyNums(13);
+      replyNums(14);
       return;
     case OP_STATS_TUBE:
       engine.tubeStats(a, now, nums);
@@ -183,7 +297,11 @@ function handle(buf: Buffer, at: number, now: number): void {
       return;
     case OP_TOTALS:
       engine.totals(nums);
-      replyNums(6);
+      nums[6] = wal === null ? 0 : wal.oldestIndex;
+      nums[7] = wal === null ? 0 : wal.currentIndex;
+      nums[8] = wal === null ? 0 : wal.recordsWritten;
+      nums[9] = wal === null ? 0 : wal.recordsMigrated;
+      replyNums(10);
       return;
     case OP_PAUSE_TUBE:
       engine.pauseTube(a, b, now);
@@ -191,6 +309,28 @@ function handle(buf: Buffer, at: number, now: number): void {
       return;
     case OP_DROP_TUBE:
       engine.dropTube(a);
+      out.header(R_OK, 0, 0, 0, 0, 0, 0);
+      return;
+    case OP_TUBE_NAME:
+      tubeNames[a] = buf.toString('latin1', at + HEADER_BYTES, at + buf.readUInt32LE(at));
+      out.header(R_OK, 0, 0, 0, 0, 0, 0);
+      return;
+    case OP_RESTORE: {
+      const len = buf.readUInt32LE(at);
+      const p = at + HEADER_BYTES;
+      const bodyStart = p + 48; // ttr, state, deadline, created, 5 counters, pad
+      engine.restore(a, id, b, c, buf.readUInt32LE(p), buf.readUInt32LE(p + 4), buf.readDoubleLE(p + 8),
+        buf.readDoubleLE(p + 16), buf.readUInt32LE(p + 24), buf.readUInt32LE(p + 28), buf.readUInt32LE(p + 32),
+        buf.readUInt32LE(p + 36), buf.readUInt32LE(p + 40), buf.subarray(bodyStart, at + len));
+      logFull(id, buf, bodyStart, at + len);
+      out.header(R_OK, 0, 0, 0, 0, 0, 0);
+      return;
+    }
+    case OP_WAL_SYNC:
+      if (wal !== null) {
+        wal.commit(now);
+        wal.sync(now);
+      }
       out.header(R_OK, 0, 0, 0, 0, 0, 0);
       return;
     case OP_RELEASE_CONN: {
@@ -226,6 +366,20 @@ function publish(): void {
   mainBell.ring();
 }
 
+/** Owed syncs, retries after a failed write, and deleting segments nothing live needs. */
+function tidyLog(now: number): void {
+  if (wal === null) return;
+  try {
+    if (walFailing) commitLog(now);
+    else wal.syncIfDue(now);
+    wal.removeDeadSegments();
+  } catch (err) {
+    if (!(err instanceof WalWriteError)) throw err;
+    if (!walFailing) log.error({ err: err.message, code: err.code }, 'write-ahead log sync failed');
+    walFailing = true;
+  }
+}
+
 function loop(): void {
   for (;;) {
     if (Atomics.load(stop, 0) !== 0) return;
@@ -247,14 +401,18 @@ function loop(): void {
       out.header(E_READY, 0, 0, tube, 0, 0, 0);
     }
     readyList.length = 0;
+    commitLog(now);
     if (out.len > 0) publish();
+    if (wal !== null) tidyLog(now);
     if (got) continue;
     const seq = bell.prepareWait();
     if (inRing.readable() > 0 || Atomics.load(stop, 0) !== 0) {
       bell.cancelWait();
       continue;
     }
-    const waitMs = next === Infinity ? IDLE_WAIT_MS : Math.max(0, Math.min(IDLE_WAIT_MS, next - Date.now()));
+    let until = next;
+    if (wal !== null) until = Math.min(until, walFailing ? Date.now() + WAL_RETRY_MS : wal.dueMs());
+    const waitMs = until === Infinity ? IDLE_WAIT_MS : Math.max(0, Math.min(IDLE_WAIT_MS, until - Date.now()));
     if (waitMs > 0) bell.wait(seq, waitMs);
     else bell.cancelWait();
   }
@@ -262,3 +420,4 @@ function loop(): void {
 
 parentPort?.postMessage('ready');
 loop();
+if (wal !== null) wal.close();

@@ -77,6 +77,8 @@ export interface ShardReplyHandler<S> {
   event(shard: number, buf: Buffer, at: number): void;
   /** Called after a batch of replies was handled (flush socket output here). */
   batchDone(): void;
+  /** A shard thread died: its jobs are gone from memory, so the server must not go on. */
+  fatal(shard: number, err: Error): void;
 }
 
 interface ShardLink<S> {
@@ -126,11 +128,17 @@ export class ShardPool<S> {
           ...opts.workerData,
         },
       });
-      worker.unref();
+      let started = false;
       this.readyPromises.push(
         new Promise<void>((resolve, reject) => {
-          worker.once('message', () => resolve());
-          worker.once('error', reject);
+          worker.once('message', () => {
+            started = true;
+            resolve();
+          });
+          worker.once('error', (err) => {
+            if (started) handler.fatal(i, err);
+            else reject(err);
+          });
         }),
       );
       this.links.push({
@@ -240,8 +248,6 @@ export class ShardPool<S> {
         }),
     );
     Atomics.store(this.stop, 0, 1);
-    // The workers are unref'd while serving; keep the event loop alive until they have exited.
-    for (const link of this.links) link.worker.ref();
     for (const link of this.links) link.bell.ring();
     this.running = false;
     this.mainBell.ring(); // let a pending waitAsync settle

@@ -96,6 +96,8 @@ export class TubeRegistry<W extends Waiter = Waiter> {
   private readonly freeIds: number[] = [];
   /** Called when a tube is freed, so its shard can forget it (stats, pause). */
   onFree: (t: Tube<W>) => void = () => {};
+  /** Called when a tube is made, so its shard learns its name. */
+  onCreate: (t: Tube<W>) => void = () => {};
 
   constructor(shards: number) {
     this.shards = shards;
@@ -117,6 +119,7 @@ export class TubeRegistry<W extends Waiter = Waiter> {
     this.byId[id] = t;
     this.byName.set(name, t);
     this.all.append(t);
+    this.onCreate(t);
     return t;
   }
 

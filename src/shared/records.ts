@@ -8,7 +8,8 @@
 //   offset size  request (main -> shard)             reply / event (shard -> main)
 //   0      u32   total record length (header+payload)
 //   4      u8    op (OP_*)                           kind (R_* or E_*)
-//   5..7         unused (zero)
+//   5      u8    unused (zero)                       1: the change was made but could not be logged
+//   6..7         unused (zero)
 //   8      u32   conn                                conn (events) / u32 result a
 //   12     u32   a (tube, pri, count...)             a2
 //   16     u32   b (pri, delay...)                   b
@@ -19,7 +20,7 @@ export const HEADER_BYTES = 32;
 
 // Requests, main -> shard. Every request gets exactly one reply, in order, so the main thread
 // matches replies to requests with a FIFO per shard instead of tags.
-export const OP_PUT = 1; //            conn, a=tube, b=pri, c=delaySec, u32@28? no: ttr in payload prefix
+export const OP_PUT = 1; //            conn, a=tube, b=pri, c=delaySec, id; payload: u32 ttr, body
 export const OP_RESERVE = 2; //        conn, a=tube count; payload u32[count] tube ids
 export const OP_PEEK_BEST = 3; //      a=tube count; payload u32[count]
 export const OP_RESERVE_IF_READY = 4; // conn, id
@@ -41,6 +42,10 @@ export const OP_PAUSE_TUBE = 19; //    a=tube, b=delaySec
 export const OP_DROP_TUBE = 20; //     a=tube
 export const OP_RELEASE_CONN = 21; //  conn
 export const OP_SHUTDOWN = 22; //
+export const OP_TUBE_NAME = 23; //     a=tube; payload: the name (the shard's log records name tubes)
+export const OP_RESTORE = 24; //       a=tube, b=pri, c=delaySec, id; payload (48 bytes + body): u32 ttr, u32 state, f64 deadline,
+//                                     f64 created, u32 x5 counters, u32 pad, body (a job recovered from the log)
+export const OP_WAL_SYNC = 25; //      make everything logged so far durable now
 
 // Replies, shard -> main (one per request).
 export const R_NONE = 1; //   nothing found / refused
@@ -52,6 +57,9 @@ export const R_NUMS = 5; //   a = count; payload f64[count]
 export const R_TUBES = 6; //  a = count released, b = tube count; payload u32[b] tubes that gained ready jobs
 
 // Events, shard -> main (unsolicited: they do not consume a FIFO entry).
+/** Byte 5 of a reply: the change is made in memory but the write-ahead log could not store it. */
+export const REPLY_FLAG_UNLOGGED = 5;
+
 export const E_READY = 64; //     a = tube that gained ready jobs by the clock (delay end, TTR end, unpause)
 export const E_TIMED_OUT = 65; // conn, id: a reservation ran out of time and went back to ready
 

@@ -42,7 +42,7 @@ const NIL = -1;
 const EMPTY = new Uint8Array(0);
 
 /** Bytes of engine column storage per job slot (see grow()); the body store adds 12 more. */
-export const COLUMN_BYTES_PER_SLOT = 8 + 4 + 1 + 4 + 4 + 4 + 4 + 8 + 8 + 5 * 4 + 4 + 4 + 2 * 4;
+export const COLUMN_BYTES_PER_SLOT = 8 + 4 + 1 + 4 + 4 + 4 + 4 + 8 + 8 + 5 * 4 + 4 + 4 + 2 * 4 + 4;
 
 function growF64(a: Float64Array, n: number): Float64Array {
   const b = new Float64Array(n);
@@ -81,6 +81,9 @@ export class Engine {
   lastTube = -1;
   /** Distinct tubes that gained ready jobs in the last releaseConn (view, valid until the next call). */
   lastTubes: Int32Array = new Int32Array(0);
+  /** Ids the last kick() moved to READY, in order (view, valid until the next kick). */
+  lastKicked: Float64Array = new Float64Array(0);
+  private kickedBuf: Float64Array = new Float64Array(16);
 
   // ---- job columns, indexed by slot ----
   private cap = 0;
@@ -102,6 +105,7 @@ export class Engine {
   private timerPos: Int32Array = new Int32Array(0); // position in the timer heap
   private prev: Int32Array = new Int32Array(0); // buried FIFO / conn reserved list
   private next: Int32Array = new Int32Array(0); // same, and the free-slot list
+  private fileSeq: Int32Array = new Int32Array(0); // write-ahead log segment holding the job's FULL record (0: none)
 
   private hwm = 0; // slots [0, hwm) have been handed out at least once
   private freeHead = NIL;
@@ -173,6 +177,7 @@ export class Engine {
     this.created[s] = nowMs;
     this.reserves[s] = this.timeouts[s] = this.releases[s] = this.buries[s] = this.kicks[s] = 0;
     this.heapPos[s] = this.timerPos[s] = this.prev[s] = this.next[s] = NIL;
+    this.fileSeq[s] = 0;
     this.bodies.put(s, body);
     this.live++;
     t.totalJobs++;
@@ -280,13 +285,19 @@ export class Engine {
    *  (soonest first). Returns how many. */
   kick(tube: number, n: number, _nowMs: number): number {
     const t = this.tubes.get(tube);
+    this.lastKicked = this.kickedBuf.subarray(0, 0);
     if (!t) return 0;
+    // Buried jobs if the tube has any, else delayed ones (beanstalkd's kick_jobs).
+    const fromBuried = t.buried > 0;
     let k = 0;
-    if (t.buried > 0) {
-      for (; k < n && t.buriedHead !== NIL; k++) this.kickSlot(t.buriedHead, t);
-    } else {
-      for (; k < n && t.delay.size > 0; k++) this.kickSlot(t.delay.items[0], t);
+    for (; k < n; k++) {
+      const s = fromBuried ? t.buriedHead : t.delay.size > 0 ? t.delay.items[0] : NIL;
+      if (s === NIL) break;
+      if (k === this.kickedBuf.length) this.kickedBuf = growF64(this.kickedBuf, k * 2);
+      this.kickedBuf[k] = this.ids[s];
+      this.kickSlot(s, t);
     }
+    this.lastKicked = this.kickedBuf.subarray(0, k);
     return k;
   }
 
@@ -405,7 +416,85 @@ export class Engine {
     out[10] = this.releases[s];
     out[11] = this.buries[s];
     out[12] = this.kicks[s];
+    out[13] = this.fileSeq[s];
     return true;
+  }
+
+  // ---------------------------------------------------------------- durability
+
+  /** Segment of the write-ahead log holding the job's FULL record (0: none). */
+  fileOf(id: number): number {
+    const s = this.index.get(id);
+    return s === NIL ? 0 : this.fileSeq[s];
+  }
+
+  setFile(id: number, seq: number): void {
+    const s = this.index.get(id);
+    if (s !== NIL) this.fileSeq[s] = seq;
+  }
+
+  /** Everything a log record holds about a job besides id, tube and body:
+   *  out = [pri, delaySec, ttrSec, state, deadlineMs, createdMs, reserves, timeouts, releases, buries, kicks]. */
+  image(id: number, out: Float64Array): boolean {
+    const s = this.index.get(id);
+    if (s === NIL) return false;
+    out[0] = this.pri[s];
+    out[1] = this.delay[s];
+    out[2] = this.ttr[s];
+    out[3] = this.jobState[s];
+    out[4] = this.deadline[s];
+    out[5] = this.created[s];
+    out[6] = this.reserves[s];
+    out[7] = this.timeouts[s];
+    out[8] = this.releases[s];
+    out[9] = this.buries[s];
+    out[10] = this.kicks[s];
+    return true;
+  }
+
+  /**
+   * A job recovered from the log: READY, DELAYED (keeping its absolute deadline, which may be
+   * past: the next tick makes it ready) or BURIED, with its counters. A job that was RESERVED
+   * comes back READY, as in beanstalkd. Does not count toward the tube's total-jobs.
+   */
+  restore(tube: number, id: number, pri: number, delaySec: number, ttrSec: number, state: number,
+    deadlineMs: number, createdMs: number, reserves: number, timeouts: number, releases: number,
+    buries: number, kicks: number, body: Uint8Array): void {
+    this.put(tube, id, pri, 0, ttrSec, body, createdMs);
+    const s = this.index.get(id);
+    const t = this.tubeAt(s);
+    t.totalJobs--;
+    this.delay[s] = delaySec;
+    this.reserves[s] = reserves;
+    this.timeouts[s] = timeouts;
+    this.releases[s] = releases;
+    this.buries[s] = buries;
+    this.kicks[s] = kicks;
+    if (state === DELAYED) {
+      this.leaveReady(s, t);
+      this.jobState[s] = DELAYED;
+      this.deadline[s] = deadlineMs;
+      t.delay.push(s);
+      this.timers.push(s);
+      this.delayedCt++;
+    } else if (state === BURIED) {
+      this.leaveReady(s, t);
+      this.enterBuried(s, t);
+    }
+  }
+
+  /** Calls fn(id) for up to `limit` jobs whose FULL record is in log segment `seq`, scanning
+   *  slots from `cursor`; returns where to go on next time (-1 once the scan reached the end). */
+  jobsInFile(seq: number, cursor: number, limit: number, fn: (id: number) => void): number {
+    let n = 0;
+    let s = cursor;
+    for (; s < this.hwm && n < limit; s++) {
+      if (this.fileSeq[s] === seq && this.jobState[s] !== 0) {
+        fn(this.ids[s]);
+        n++;
+      }
+    }
+    return s < this.hwm ? s : -1;
   }
 
   /** out = [urgent, ready, reserved, delayed, buried, totalJobs, cmdDelete, cmdPauseTube,
@@ -805,6 +894,7 @@ export class Engine {
     this.timerPos = growI32(this.timerPos, cap);
     this.prev = growI32(this.prev, cap);
     this.next = growI32(this.next, cap);
+    this.fileSeq = growI32(this.fileSeq, cap);
     this.bodies.growSlots(cap);
     this.cap = cap;
   }

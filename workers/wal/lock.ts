@@ -51,8 +51,20 @@ function parseLock(text: string): { pid: number; start: string } | null {
   return { pid: Number(m[1]), start: m[2] ?? '' };
 }
 
+/** A killed process that nobody has reaped yet (state Z or X) holds nothing any more. */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state === 'Z' || state === 'X';
+  } catch {
+    return false;
+  }
+}
+
 function isAlive(pid: number, start: string): boolean {
   if (pid <= 0) return false;
+  if (isZombie(pid)) return false;
   try {
     process.kill(pid, 0);
   } catch (e) {

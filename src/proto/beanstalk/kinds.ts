@@ -18,3 +18,4 @@ export const K_TOTALS = 15;
 export const K_PAUSE = 16;
 export const K_ACK = 17; // a reply nobody waits for (tube drops)
 export const K_RELEASE_CONN = 18;
+export const K_SYNC = 19; // a shard made its log durable (start-up)

@@ -31,7 +31,7 @@ import {
 } from './kinds.ts';
 import { Parser, type ParserSink } from './parser.ts';
 import {
-  jobReply, okYaml, REPLY_BURIED, REPLY_DEADLINE_SOON, REPLY_DELETED, REPLY_DRAINING,
+  jobReply, okYaml, REPLY_BURIED, REPLY_INTERNAL_ERROR, REPLY_OUT_OF_MEMORY, REPLY_DEADLINE_SOON, REPLY_DELETED, REPLY_DRAINING,
   REPLY_KICKED, REPLY_NOT_FOUND, REPLY_NOT_IGNORED, REPLY_PAUSED, REPLY_RELEASED,
   REPLY_TIMED_OUT, REPLY_TOUCHED, yamlList,
 } from './replies.ts';
@@ -136,7 +136,9 @@ export class Session implements ParserSink {
   // stats: totals gathered from every shard.
   private statsLeft = 0;
   private statsSeq = 0;
-  private readonly statsSum = new Float64Array(6);
+  private readonly statsSum = new Float64Array(10);
+  /** Set by the hub for the reply being handled: the change was made but not logged. */
+  unlogged = false;
   /** The tube each stats-tube request in flight asked about, by reply slot. */
   private readonly statsTubes = new Map<number, Tube<Session>>();
 
@@ -485,12 +487,18 @@ export class Session implements ParserSink {
   // ---- shard replies (called by the hub; the hub applies server-wide effects first) ----
 
   onPut(seq: number, id: number): void {
-    this.complete(seq, Buffer.from(`INSERTED ${id}\r\n`, 'latin1'));
+    // beanstalkd answers OUT_OF_MEMORY when it cannot reserve log space for a put.
+    if (this.unlogged) this.complete(seq, REPLY_OUT_OF_MEMORY);
+    else this.complete(seq, Buffer.from(`INSERTED ${id}\r\n`, 'latin1'));
   }
 
   onSimple(seq: number, kind: number, found: boolean, n: number): void {
     if (!found) {
       this.complete(seq, REPLY_NOT_FOUND);
+      return;
+    }
+    if (this.unlogged) {
+      this.complete(seq, REPLY_INTERNAL_ERROR);
       return;
     }
     switch (kind) {
@@ -546,7 +554,14 @@ export class Session implements ParserSink {
   }
 
   onTotals(buf: Buffer, at: number): void {
-    for (let i = 0; i < 6; i++) this.statsSum[i] += buf.readDoubleLE(at + HEADER_BYTES + i * 8);
+    const sum = this.statsSum;
+    const n = (i: number): number => buf.readDoubleLE(at + HEADER_BYTES + i * 8);
+    for (let i = 0; i < 6; i++) sum[i] += n(i);
+    // Log indexes: the oldest of any shard's files, the newest of any shard's.
+    if (n(6) > 0 && (sum[6] === 0 || n(6) < sum[6])) sum[6] = n(6);
+    if (n(7) > sum[7]) sum[7] = n(7);
+    sum[8] += n(8);
+    sum[9] += n(9);
     if (--this.statsLeft === 0) {
       this.complete(this.statsSeq, okYaml(this.hub.formatStats(this.statsSum)));
       this.unblock(B_ANSWER);

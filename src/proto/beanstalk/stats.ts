@@ -5,7 +5,7 @@ import type { Tube, Waiter } from '../../route/tubes.ts';
 
 const STATE_NAMES = ['invalid', 'ready', 'reserved', 'delayed', 'buried'];
 
-/** nums at `off`: [id, tube, state, pri, age, delay, ttr, time-left, reserves, timeouts, releases, buries, kicks] */
+/** nums at `off`: [id, tube, state, pri, age, delay, ttr, time-left, reserves, timeouts, releases, buries, kicks, file] */
 export function formatJobStats(buf: Buffer, off: number, tubeName: string): string {
   const n = (i: number): number => buf.readDoubleLE(off + i * 8);
   return (
@@ -18,7 +18,7 @@ export function formatJobStats(buf: Buffer, off: number, tubeName: string): stri
     `delay: ${n(5)}\n` +
     `ttr: ${n(6)}\n` +
     `time-left: ${n(7)}\n` +
-    'file: 0\n' +
+    `file: ${n(13)}\n` +
     `reserves: ${n(8)}\n` +
     `timeouts: ${n(9)}\n` +
     `releases: ${n(10)}\n` +
