@@ -38,6 +38,8 @@ export interface HubConfig {
   wal?: WalConfig;
   /** For the shard threads' own loggers. */
   logLevel?: string;
+  /** Test hook passed to the shards (see workers/shard.ts). */
+  walFaults?: SharedArrayBuffer;
 }
 
 // Job states as the engine numbers them.
@@ -73,7 +75,7 @@ export class Hub {
     this.config = config;
     this.coordinator = new Coordinator(this);
     this.pool = new ShardPool<Session>(
-      { shards: config.shards, ringBytes: config.ringBytes, workerData: { wal: config.wal, logLevel: config.logLevel } },
+      { shards: config.shards, ringBytes: config.ringBytes, workerData: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults } },
       {
         reply: (shard, kind, session, seq, buf, at) => this.onReply(shard, kind, session, seq, buf, at),
         event: (_shard, buf, at) => this.onEvent(buf, at),

@@ -38,6 +38,8 @@ export interface ServerOptions {
   binlogSegmentBytes?: number;
   /** --binlog-skip-corrupt: skip damaged records in the middle of the log instead of refusing to start. */
   binlogSkipCorrupt?: boolean;
+  /** Test hook: Int32 word 0 = how many coming log writes fail with ENOSPC. */
+  walFaults?: SharedArrayBuffer;
 }
 
 export interface RunningServer {
@@ -84,7 +86,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     };
   }
 
-  const hub = new Hub({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel });
+  const hub = new Hub({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel, walFaults: opts.walFaults });
   hub.onFatal = (shard, err) => {
     // Its queues are gone from memory: serving on would answer wrongly. Exit; with -b the log
     // still holds every acknowledged job for the next start.

@@ -18,7 +18,22 @@ import { Ring } from '../src/shared/ring.ts';
 import type { WalConfig } from '../src/hub.ts';
 import { makeLogger } from '../src/log.ts';
 import { Engine } from './engine/engine.ts';
-import { fullRecordBytes, Wal, WalWriteError } from './wal/index.ts';
+import { fullRecordBytes, nodeIo, Wal, WalWriteError, type WalIo } from './wal/index.ts';
+
+/** The real file system, except that writes fail with ENOSPC while the test says so. */
+function faultyIo(ctrl: Int32Array): WalIo {
+  return {
+    ...nodeIo,
+    writeSync(fd, buf, off, len, position) {
+      for (let left = Atomics.load(ctrl, 0); left > 0; left = Atomics.load(ctrl, 0)) {
+        if (Atomics.compareExchange(ctrl, 0, left, left - 1) === left) {
+          throw Object.assign(new Error('ENOSPC: no space left on device, write (injected)'), { code: 'ENOSPC' });
+        }
+      }
+      return nodeIo.writeSync(fd, buf, off, len, position);
+    },
+  };
+}
 
 interface ShardData {
   index: number;
@@ -29,6 +44,8 @@ interface ShardData {
   stop: SharedArrayBuffer;
   wal?: WalConfig;
   logLevel?: string;
+  /** Test hook: Int32 word 0 = how many coming log writes fail with ENOSPC (as a full disk). */
+  walFaults?: SharedArrayBuffer;
 }
 
 /** Live jobs moved out of the oldest log segment per batch (compaction runs a little at a time). */
@@ -55,6 +72,7 @@ const wal = data.wal
       generation: data.wal.generation,
       sync: data.wal.sync,
       segmentBytesMax: data.wal.segmentBytesMax,
+      io: data.walFaults ? faultyIo(new Int32Array(data.walFaults)) : nodeIo,
     })
   : null;
 /** Tube names by id (log records name their tube). */
