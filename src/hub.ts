@@ -55,6 +55,8 @@ export class Hub {
   readonly sessions = new Map<number, Session>();
 
   nextJobId = 1;
+  /** In memory only: puts, and deletes/releases/buries of a held job, are answered before the shard replies. */
+  readonly earlyAck: boolean;
   private nextConnId = 1;
   draining = false;
 
@@ -73,6 +75,7 @@ export class Hub {
 
   constructor(config: HubConfig) {
     this.config = config;
+    this.earlyAck = config.wal === undefined;
     this.coordinator = new Coordinator(this);
     this.pool = new ShardPool<Session>(
       { shards: config.shards, ringBytes: config.ringBytes, workerData: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults } },

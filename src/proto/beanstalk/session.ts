@@ -64,6 +64,14 @@ export const OUTPUT_BUFFERED_MAX = 1024 * 1024;
 export const INPUT_BUFFERED_MAX = 1024 * 1024;
 /** beanstalkd's SAFETY_MARGIN: DEADLINE_SOON this long before a reserved job's TTR runs out. */
 export const DEADLINE_SOON_MS = 1000;
+/** Requests of one connection in flight to shards before it stops parsing (bounds the rings' backlog). */
+export const INFLIGHT_MAX = 1024;
+/**
+ * Answering a delete/release/bury of a job this connection holds without waiting for its shard
+ * is safe only while the job cannot have timed out there: its TTR deadline must be at least this
+ * far away (both threads read the same wall clock).
+ */
+export const EARLY_ACK_MARGIN_MS = 200;
 
 // Why the parser is held (bits).
 const B_RESERVE = 1; //  a reserve is being answered
@@ -71,6 +79,7 @@ const B_BARRIER = 2; //  a command waits for earlier requests to be answered
 const B_PENDING = 4; //  too many replies outstanding
 const B_OUTPUT = 8; //   the peer is not reading
 const B_QUIT = 16; //    quit: close once every reply is out
+const B_INFLIGHT = 64; // too many requests in flight to shards
 const B_ANSWER = 32; //  stats/stats-tube: main-thread counters are read when the shards answer,
 //                       so no later command may change them first
 
@@ -204,9 +213,9 @@ export class Session implements ParserSink {
     return seq;
   }
 
-  /** The reply of command `seq` is known. */
+  /** The reply of command `seq` is known (seq -1: it was answered already). */
   complete(seq: number, reply: Buffer): void {
-    if (this.closed) return;
+    if (this.closed || seq < 0) return;
     if (seq !== this.slotHead) {
       this.slots[seq % this.slots.length] = reply;
       return;
@@ -260,12 +269,13 @@ export class Session implements ParserSink {
 
   /** One request sent: the reply will come back to `handle*` through the hub. */
   private sent(): void {
-    this.inflight++;
+    if (++this.inflight >= INFLIGHT_MAX) this.block(B_INFLIGHT);
   }
 
   /** Called by the hub for every reply addressed to this session, before the kind's handling. */
   replied(): void {
     this.inflight--;
+    if ((this.blocked & B_INFLIGHT) !== 0 && this.inflight < INFLIGHT_MAX / 2) this.unblock(B_INFLIGHT);
     if (this.inflight === 0 && this.deferredCmd !== 0 && !this.closed) {
       const cmd = this.deferredCmd;
       this.deferredCmd = 0;
@@ -306,11 +316,16 @@ export class Session implements ParserSink {
     tube.jobs++;
     hub.totalJobs++;
     hub.jobMap.set(id, tube.shard);
-    const w = hub.pool.request(tube.shard, K_PUT, this, seq);
+    // In memory (no -b), a put cannot fail once it is on its way to the shard, and everything
+    // this or any client does next with the job goes through the same ring after it: answer now.
+    // With -b the answer waits for the log.
+    const early = hub.earlyAck;
+    const w = hub.pool.request(tube.shard, K_PUT, this, early ? -1 : seq);
     w.header(OP_PUT, 4 + (end - start), this.connId, tube.id, p.pri, p.delaySec, id);
     w.u32(p.ttrSec);
     w.bytes(buf, start, end);
     this.sent();
+    if (early) this.complete(seq, Buffer.from(`INSERTED ${id}\r\n`, 'latin1'));
     return this.blocked === 0;
   }
 
@@ -343,13 +358,17 @@ export class Session implements ParserSink {
         this.byId(OP_RESERVE_JOB, K_RESERVE_JOB, p.id, 0, 0);
         return;
       case CMD_DELETE:
-        if (this.byId(OP_DELETE, K_DELETE, p.id, 0, 0)) this.inflightDeletes++;
+        if (this.heldOp(OP_DELETE, K_DELETE, p.id, 0, 0, REPLY_DELETED) || this.byId(OP_DELETE, K_DELETE, p.id, 0, 0)) {
+          this.inflightDeletes++;
+        }
         return;
       case CMD_RELEASE:
-        this.byId(OP_RELEASE, K_RELEASE, p.id, p.pri, p.delaySec);
+        if (!this.heldOp(OP_RELEASE, K_RELEASE, p.id, p.pri, p.delaySec, REPLY_RELEASED)) {
+          this.byId(OP_RELEASE, K_RELEASE, p.id, p.pri, p.delaySec);
+        }
         return;
       case CMD_BURY:
-        this.byId(OP_BURY, K_BURY, p.id, p.pri, 0);
+        if (!this.heldOp(OP_BURY, K_BURY, p.id, p.pri, 0, REPLY_BURIED)) this.byId(OP_BURY, K_BURY, p.id, p.pri, 0);
         return;
       case CMD_TOUCH:
         this.byId(OP_TOUCH, K_TOUCH, p.id, 0, 0);
@@ -469,6 +488,26 @@ export class Session implements ParserSink {
         if (this.slotHead === this.slotNext) this.closeAfterFlush();
         return;
     }
+  }
+
+  /**
+   * delete/release/bury of a job this connection holds, answered without waiting for the shard
+   * (in memory only): the shard will find it reserved by us, as no one else can touch it and its
+   * TTR cannot run out first. The request still goes, and its reply still updates the server.
+   */
+  private heldOp(op: number, kind: number, id: number, b: number, c: number, reply: Buffer): boolean {
+    if (!this.hub.earlyAck) return false;
+    const i = this.resIds.indexOf(id);
+    if (i === -1 || this.resDeadlines[i] - Date.now() < EARLY_ACK_MARGIN_MS) return false;
+    const shard = this.hub.jobMap.get(id);
+    if (shard < 0) return false;
+    this.resIds.splice(i, 1);
+    this.resDeadlines.splice(i, 1);
+    const w = this.hub.pool.request(shard, kind, this, -1);
+    w.header(op, 0, this.connId, 0, b, c, id);
+    this.sent();
+    this.answer(reply);
+    return true;
   }
 
   /** A command about one job: route it to the job's shard, or NOT_FOUND if no shard has it. */
