@@ -309,6 +309,20 @@ function writeOutputs(args: SuiteArgs, ctx: SuiteContext, points: Point[], recor
   log(`\nwrote ${path.relative(process.cwd(), args.resultsFile)}, charts and suite.json in ${path.relative(process.cwd(), args.outDir) || '.'}`);
 }
 
+/**
+ * Start failures per server in a row. Why not give up at the first: the server is developed in
+ * this very checkout, and one bad moment (a half-saved file) should not blank a whole column;
+ * two in a row mean it is broken.
+ */
+const START_FAILURES_MAX = 2;
+const startFailures = new Map<string, number>();
+
+/** The shard count a shardstalk server reports in its start-up log line, if any. */
+function reportedShards(output: string): number | null {
+  const m = /"shards":(\d+)/.exec(output);
+  return m ? Number(m[1]) : null;
+}
+
 async function measure(
   spec: ServerSpec,
   p: Point,
@@ -323,12 +337,19 @@ async function measure(
   let server;
   try {
     server = await startServer(spec);
+    startFailures.set(spec.name, 0);
   } catch (err) {
     const reason = err instanceof ServerStartFailure ? err.message : `could not start: ${(err as Error).message}`;
-    ctx.broken[spec.name] = reason;
-    shout(reason);
+    const failures = (startFailures.get(spec.name) ?? 0) + 1;
+    startFailures.set(spec.name, failures);
+    if (failures >= START_FAILURES_MAX) ctx.broken[spec.name] = reason;
+    shout(failures >= START_FAILURES_MAX ? `${reason}\n(${failures} failed starts in a row: ${spec.name} is skipped from now on)` : reason);
     return failedRecord(p, spec.name, round, order, reason);
   }
+  // Say what "default shard count" meant on this machine.
+  const shards = reportedShards(server.output());
+  const described = ctx.servers.find((s) => s.name === spec.name);
+  if (shards !== null && described && !described.description.includes('reported')) described.description += ` (reported ${shards} shard${shards === 1 ? '' : 's'} at start)`;
   try {
     const result: LoadResult = await runLoad(
       {

@@ -182,10 +182,13 @@ async function startOnPort(spec: ServerSpec, port: number, startTimeoutMs: numbe
   };
 }
 
-/** True once the port accepts a connection and answers `stats` with any beanstalk reply. */
+/**
+ * True once the port accepts a connection and answers a beanstalk command. Why list-tube-used: the
+ * cheapest command every server implements, answered without asking any shard.
+ */
 async function answers(port: number): Promise<boolean> {
   try {
-    const reply = await queryServer('127.0.0.1', port, 'stats', 1000);
+    const reply = await queryServer('127.0.0.1', port, 'list-tube-used', 1000);
     return reply.kind !== 'GARBLED';
   } catch {
     return false;
