@@ -1,0 +1,69 @@
+import { spawn, spawnSync } from 'node:child_process';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+const NODE = process.execPath;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function ask(port: number, data: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const c = net.connect(port, '127.0.0.1', () => c.write(data));
+    let got = '';
+    c.on('data', (d) => {
+      got += d.toString('latin1');
+      if (got.endsWith('\r\n')) {
+        c.destroy();
+        resolve(got);
+      }
+    });
+    c.on('error', reject);
+  });
+}
+
+describe('the shardstalk command', () => {
+  it('prints usage and version, and refuses bad flags with exit code 5', () => {
+    const help = spawnSync(NODE, [MAIN, '-h'], { encoding: 'utf8' });
+    expect(help.status).toBe(0);
+    expect(help.stdout).toContain('--shards N');
+    const version = spawnSync(NODE, [MAIN, '--version'], { encoding: 'utf8' });
+    expect(version.stdout).toMatch(/^shardstalk \d+\.\d+\.\d+\n$/);
+    const bad = spawnSync(NODE, [MAIN, '-p', 'nope'], { encoding: 'utf8' });
+    expect(bad.status).toBe(5);
+    expect(bad.stderr).toContain('-p wants a whole number');
+  });
+
+  it('serves, enters drain mode on SIGUSR1 and exits cleanly on SIGTERM', async () => {
+    const port = await freePort();
+    const child = spawn(NODE, [MAIN, '-l', '127.0.0.1', '-p', String(port), '--shards', '2'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    child.stderr.on('data', (d) => (log += d.toString()));
+    await new Promise<void>((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`not listening: ${log}`)), 10_000);
+      const check = (): void => {
+        if (log.includes('listening')) {
+          clearTimeout(t);
+          resolve();
+        } else setTimeout(check, 50);
+      };
+      check();
+    });
+    expect(await ask(port, 'put 0 0 10 2\r\nhi\r\n')).toBe('INSERTED 1\r\n');
+    child.kill('SIGUSR1');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await ask(port, 'put 0 0 10 2\r\nhi\r\n')).toBe('DRAINING\r\n');
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(log).toContain('shutting down');
+  }, 20_000);
+});
