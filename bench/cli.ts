@@ -9,7 +9,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_OPTIONS, MODES, UsageError, type LoadMode, type LoadOptions } from './loadgen/options.ts';
+import { DEFAULT_OPTIONS, MODES, UsageError, WINDOW_GROWTH_MAX, type LoadMode, type LoadOptions } from './loadgen/options.ts';
 import { runLoad, SetupFailure, type LoadResult } from './loadgen/run.ts';
 import { barChart, lineChart } from './report/svg.ts';
 import { formatReport, ProgressBar } from './report/text.ts';
@@ -40,6 +40,9 @@ Options:
                            intended send time (default: closed loop, as fast as possible)
       --threads N          generator worker threads (default 1; the server needs the other core)
       --warmup S           seconds of load before measuring, -d runs (default ${DEFAULT_OPTIONS.warmupS})
+      --min-waves N        -d is a minimum: measure until N × (connections × pipeline) jobs are
+                           done, at most ${WINDOW_GROWTH_MAX} × -d, so lockstep pipelines can't skew the
+                           rate (default ${DEFAULT_OPTIONS.minWaves}; 0: exactly -d)
       --drain              after a put run, reserve + delete everything and verify it
       --pid PID            server PID for its CPU and RSS (found via \`stats\` when local)
       --pri N, --ttr S     put priority and TTR (default ${DEFAULT_OPTIONS.pri}, ${DEFAULT_OPTIONS.ttrS})
@@ -89,6 +92,7 @@ export function parseCli(argv: string[]): CliArgs {
         rate: { type: 'string' },
         threads: { type: 'string' },
         warmup: { type: 'string' },
+        'min-waves': { type: 'string' },
         drain: { type: 'boolean' },
         pid: { type: 'string' },
         pri: { type: 'string' },
@@ -125,6 +129,7 @@ export function parseCli(argv: string[]): CliArgs {
   set('rate', num('rate', v.rate));
   set('threads', num('threads', v.threads));
   set('warmupS', num('warmup', v.warmup));
+  set('minWaves', num('min-waves', v['min-waves']));
   set('drain', v.drain);
   set('serverPid', num('pid', v.pid));
   set('pri', num('pri', v.pri));

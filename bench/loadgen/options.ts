@@ -28,6 +28,14 @@ export interface LoadOptions {
   threads: number;
   /** Seconds of load before measuring (-d runs only). */
   warmupS: number;
+  /**
+   * -d is a minimum: the window grows (up to WINDOW_GROWTH_MAX × -d) until it holds this many
+   * "waves" of jobs, a wave being every job in flight (producers × pipeline). Why: closed-loop
+   * pipelines fall into lockstep, the server answering the same 16,000 chains of a 1000 × 16 run
+   * wave after wave, and a window of only a few waves quantizes the rate (one wave more or less is
+   * 1/waves of it). 0 turns it off.
+   */
+  minWaves: number;
   pri: number;
   ttrS: number;
   /** Timeout of the consumers' reserve-with-timeout in cycle and mixed modes. */
@@ -53,6 +61,7 @@ export const DEFAULT_OPTIONS: LoadOptions = {
   rate: null,
   threads: 1, // why: on a 2-core machine the server needs the other core
   warmupS: 0.5,
+  minWaves: 20, // a wave more or less moves the rate by at most 5 %
   pri: 1024,
   ttrS: 120, // why: long enough that no job is ever released by TTR during a run, which would read as a duplicate
   reserveTimeoutS: 1, // why: lets blocked consumers notice the end of a run within a second
@@ -66,6 +75,8 @@ export const DEFAULT_RESERVE_JOBS = 200_000;
 export const DEFAULT_MEM_JOBS = 1_000_000;
 /** Per-connection pipeline bound: the in-flight ring and output buffer are sized from it. */
 export const PIPELINE_MAX = 4096;
+/** The measured window may grow to this multiple of -d to hold minWaves waves. */
+export const WINDOW_GROWTH_MAX = 5;
 
 export class UsageError extends Error {
   readonly code = 'ERR_BENCH_USAGE';
@@ -101,6 +112,7 @@ export function resolveOptions(partial: Partial<LoadOptions>): LoadOptions {
   // Warm-up only makes sense when a duration is measured; a -n run measures all of its jobs.
   if (o.durationS === null || o.mode === 'reserve') o.warmupS = 0;
   if (!(o.warmupS >= 0)) throw new UsageError('warmup must be >= 0');
+  if (!(o.minWaves >= 0)) throw new UsageError('min-waves must be >= 0');
   o.threads = Math.min(o.threads, o.connections);
   return o;
 }

@@ -11,12 +11,23 @@ import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { Histogram, type LatencySummary } from './histogram.ts';
 import { verifyLedgers, type LedgerColumns, type Verdict } from './ledger.ts';
-import { planConnection, planWarnings, producerCount, resolveOptions, ROLE_CYCLE, ROLE_PRODUCER, type LoadMode, type LoadOptions } from './options.ts';
+import {
+  planConnection,
+  planWarnings,
+  producerCount,
+  resolveOptions,
+  ROLE_CYCLE,
+  ROLE_PRODUCER,
+  WINDOW_GROWTH_MAX,
+  type LoadMode,
+  type LoadOptions,
+} from './options.ts';
 import { makeNonce } from './protocol.ts';
 import { discoverServerPid, machineCpuS, processCpuS, processRssBytes } from './procfs.ts';
 import {
   createControlBlock,
   epochNowMs,
+  kExtraMs,
   kFailedThreads,
   kGo,
   kGoEpochMs,
@@ -82,6 +93,8 @@ export interface PhaseReport {
   connections: number;
   /** Length of the measured window. */
   elapsedS: number;
+  /** Seconds added to -d so that the window holds minWaves waves of in-flight jobs. */
+  windowExtendedS: number;
   jobs: number;
   commands: number;
   puts: number;
@@ -343,16 +356,46 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
         cpuAtStart = process.cpuUsage();
         serverCpuAtStart = serverPid === null ? null : processCpuS(serverPid);
         machineAtStart = machineCpuS();
+        jobsAtMeasureStart = sumThreadCounter(cb, kThreadJobs);
       }, plan.warmupMs),
     );
   }
-  if (plan.durationMs !== null) timers.push(setTimeout(markEnd, plan.warmupMs + plan.durationMs));
+  let endTimer: NodeJS.Timeout | null = plan.durationMs === null ? null : setTimeout(markEnd, plan.warmupMs + plan.durationMs);
+
+  // Lengthen the window until it holds minWaves waves of in-flight jobs (options.ts, minWaves).
+  // Decided shortly before each deadline from the rate so far; the threads read kExtraMs every
+  // 20 ms and the decision lands well before they would stop.
+  let extraMs = 0;
+  let jobsAtMeasureStart = 0;
+  const waveJobs = producerCount(plan.mode, o.connections) * o.pipeline;
+  const extendable = plan.phase === 'load' && plan.durationMs !== null && o.minWaves > 0 && o.rate === null && waveJobs > 0;
+  if (extendable) {
+    const baseMs = plan.durationMs!;
+    const leadMs = Math.min(300, baseMs / 2);
+    const capMs = (WINDOW_GROWTH_MAX - 1) * baseMs;
+    const decide = (): void => {
+      const windowMs = baseMs + extraMs;
+      const elapsedMs = epochNowMs() - measureStartEpochMs;
+      const jobs = sumThreadCounter(cb, kThreadJobs) - jobsAtMeasureStart;
+      if (elapsedMs <= 0 || jobs <= 0 || extraMs >= capMs) return;
+      const rate = jobs / elapsedMs;
+      const targetJobs = o.minWaves * waveJobs;
+      const predicted = jobs + rate * (windowMs - elapsedMs);
+      if (predicted >= targetJobs) return;
+      extraMs = Math.min(capMs, Math.ceil(extraMs + ((targetJobs - predicted) / rate) * 1.1));
+      Atomics.store(cb.i32, kExtraMs, extraMs);
+      if (endTimer !== null) clearTimeout(endTimer);
+      const untilEndMs = measureStartEpochMs + baseMs + extraMs - epochNowMs();
+      endTimer = setTimeout(markEnd, untilEndMs);
+      timers.push(setTimeout(decide, Math.max(0, untilEndMs - leadMs)));
+    };
+    timers.push(setTimeout(decide, plan.warmupMs + baseMs - leadMs));
+  }
 
   const timeline: TimelineSample[] = [];
   let lastJobs = 0;
   let lastCommands = 0;
   let lastSampleMs = goEpochMs;
-  const plannedS = plan.durationMs === null ? null : (plan.warmupMs + plan.durationMs) / 1000;
   const sample = (): void => {
     const now = epochNowMs();
     const jobs = sumThreadCounter(cb, kThreadJobs);
@@ -367,7 +410,7 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
     hooks.onProgress?.({
       phase: plan.phase,
       elapsedS: s.tS,
-      plannedS,
+      plannedS: plan.durationMs === null ? null : (plan.warmupMs + plan.durationMs + extraMs) / 1000,
       jobs,
       jobsTarget: plan.jobsBudget,
       jobsPerSec: s.jobsPerSec,
@@ -379,6 +422,7 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
   const results = await settled;
   clearInterval(sampler);
   for (const t of timers) clearTimeout(t);
+  if (endTimer !== null) clearTimeout(endTimer);
   hooks.signal?.removeEventListener('abort', onAbort);
   const failed = results.find((r) => r.status === 'rejected');
   if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
@@ -389,7 +433,7 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
   const endEpochMs = end.epochMs;
   let elapsedMs: number;
   if (plan.durationMs !== null) {
-    elapsedMs = Math.min(plan.durationMs, endEpochMs - measureStartEpochMs);
+    elapsedMs = Math.min(plan.durationMs + extraMs, endEpochMs - measureStartEpochMs);
   } else {
     const last = Math.max(...slices.map((s) => s.lastCompletionEpochMs));
     elapsedMs = last > 0 ? last - goEpochMs : endEpochMs - goEpochMs;
@@ -402,7 +446,7 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
   const userS = (cpuEnd.user - cpuAtStart.user) / 1e6;
   const systemS = (cpuEnd.system - cpuAtStart.system) / 1e6;
   // CPU windows are timer-based and so a little wider than elapsedS; divide by their own width.
-  const cpuWindowS = plan.durationMs !== null ? plan.durationMs / 1000 : Math.max(elapsedS, (endEpochMs - goEpochMs) / 1000);
+  const cpuWindowS = plan.durationMs !== null ? (plan.durationMs + extraMs) / 1000 : Math.max(elapsedS, (endEpochMs - goEpochMs) / 1000);
   const serverCpuS = end.serverCpuS !== null && serverCpuAtStart !== null ? end.serverCpuS - serverCpuAtStart : null;
   const machineEnd = end.machine;
   let otherCpu: PhaseReport['otherCpu'] = null;
@@ -429,6 +473,7 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
     mode: plan.mode,
     connections: o.connections,
     elapsedS,
+    windowExtendedS: extraMs / 1000,
     jobs,
     commands,
     puts: sum((s) => s.measured.puts),

@@ -20,6 +20,7 @@ export const kInsertedTotal = 4; //    INSERTED replies over all threads (publis
 export const kDeletedTotal = 5; //     DELETED replies over all threads (published, may lag 20 ms)
 export const kProducersDone = 6; //    producer connections that will put no more jobs
 export const kFailedThreads = 7; //    threads that gave up (connection refused, protocol error)
+export const kExtraMs = 8; //          ms the main thread added to the measured window (see run.ts)
 const CONTROL_SLOTS = 16;
 
 export const kThreadJobs = 0; //       jobs completed (put: INSERTED; otherwise DELETED)

@@ -52,6 +52,7 @@ import {
 import {
   attachControlBlock,
   kDeletedTotal,
+  kExtraMs,
   kFailedThreads,
   kGo,
   kGoEpochMs,
@@ -185,6 +186,8 @@ export class Slice {
   goMs = 0;
   measureStartMs = 0;
   deadlineMs = Infinity;
+  /** The deadline before any extension by the main thread (kExtraMs). */
+  private baseDeadlineMs = Infinity;
   lastCompletionMs = -1;
   /** performance.now() of the last socket read, for the stall detector. */
   lastReadMs = 0;
@@ -255,6 +258,7 @@ export class Slice {
     this.goMs = this.cb.f64[kGoEpochMs]! - performance.timeOrigin;
     this.measureStartMs = this.goMs + this.task.warmupMs;
     this.deadlineMs = this.task.durationMs === null ? Infinity : this.measureStartMs + this.task.durationMs;
+    this.baseDeadlineMs = this.deadlineMs;
     this.nowMs = performance.now();
     this.lastReadMs = this.nowMs;
     this.running = true;
@@ -343,6 +347,8 @@ export class Slice {
   private onPublishTick(): void {
     this.nowMs = performance.now();
     this.publish();
+    // The main thread may lengthen the window before it ends (see run.ts, minWaves).
+    if (!this.stopping) this.deadlineMs = this.baseDeadlineMs + Atomics.load(this.cb.i32, kExtraMs);
     const stallMs = Math.max(STALL_MS_MIN, 2000 * this.options.reserveTimeoutS + 5000);
     if (this.active > 0 && this.nowMs - this.lastReadMs > stallMs) {
       for (const c of this.conns) c.failIfBusy(`no reply for ${(stallMs / 1000).toFixed(0)} s: the server stalled`);

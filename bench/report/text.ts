@@ -48,6 +48,8 @@ export function formatReport(r: LoadResult): string {
   const prefill = r.phases.find((p) => p.phase === 'prefill');
   if (prefill) lines.push(`  prefill      ${fmtInt(prefill.totals.puts)} jobs in ${prefill.elapsedS.toFixed(2)} s (${fmtInt(prefill.jobsPerSec)} puts/s)`);
   lines.push(`  throughput   ${fmtInt(r.jobsPerSec)} jobs/s   ${fmtInt(r.commandsPerSec)} commands/s   (${fmtInt(r.jobs)} jobs in ${r.elapsedS.toFixed(2)} s)`);
+  const extended = r.phases.find((p) => p.phase === 'load')?.windowExtendedS ?? 0;
+  if (extended > 0) lines.push(`  window       extended by ${extended.toFixed(1)} s to hold ${o.minWaves} waves of the ${fmtInt(o.connections * o.pipeline)} jobs in flight (--min-waves)`);
   if (o.rate !== null) {
     const load = r.phases.find((p) => p.phase === 'load');
     const putsPerSec = load && load.elapsedS > 0 ? load.puts / load.elapsedS : 0;

@@ -17,6 +17,8 @@ export interface RunRecord {
   failures: string[];
   jobsPerSec: number;
   commandsPerSec: number;
+  /** Length of the measured window (grows past --duration to hold 20 waves of in-flight jobs). */
+  windowS: number;
   p50Us: { put: number; reserve: number; delete: number };
   p99Us: { put: number; reserve: number; delete: number };
   p999Us: { put: number; reserve: number; delete: number };
@@ -66,6 +68,7 @@ export function recordOf(point: Point, server: string, round: number, order: num
     failures: r.failures,
     jobsPerSec: r.jobsPerSec,
     commandsPerSec: r.commandsPerSec,
+    windowS: r.elapsedS,
     p50Us: { put: l.put.p50Us, reserve: l.reserve.p50Us, delete: l.delete.p50Us },
     p99Us: { put: l.put.p99Us, reserve: l.reserve.p99Us, delete: l.delete.p99Us },
     p999Us: { put: l.put.p999Us, reserve: l.reserve.p999Us, delete: l.delete.p999Us },
@@ -90,6 +93,7 @@ export function failedRecord(point: Point, server: string, round: number, order:
     failures: [reason],
     jobsPerSec: 0,
     commandsPerSec: 0,
+    windowS: 0,
     p50Us: zero,
     p99Us: zero,
     p999Us: zero,
@@ -191,7 +195,9 @@ export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records
   out.push(`| machine | ${ctx.machine.cores} cores, ${ctx.machine.cpuModel}, Linux ${ctx.machine.kernel}, load average at start ${ctx.machine.loadAverage} |`);
   out.push(`| software | Node ${ctx.machine.node}; shardstalk at ${ctx.commit} |`);
   for (const s of ctx.servers) out.push(`| ${s.name} | ${s.description} |`);
-  out.push(`| method | ${ctx.runs} run${ctx.runs > 1 ? 's' : ''} per point and server, ${ctx.durationS} s measured after ${ctx.warmupS} s of warm-up, a fresh server for every run; the servers take turns run by run (order rotated each round), so each round is a back-to-back comparison |`);
+  const longest = Math.max(0, ...records.map((r) => r.windowS ?? 0));
+  const grown = longest > ctx.durationS * 1.05 ? ` (longer where many jobs are in flight, up to ${longest.toFixed(1)} s, so that each window holds at least 20 "waves" of them)` : '';
+  out.push(`| method | ${ctx.runs} run${ctx.runs > 1 ? 's' : ''} per point and server, ${ctx.durationS} s measured${grown} after ${ctx.warmupS} s of warm-up, a fresh server for every run; the servers take turns run by run (order rotated each round), so each round is a back-to-back comparison |`);
   out.push(`| generator | \`bench/cli.ts\` in-process, ${ctx.threads} worker thread${ctx.threads > 1 ? 's' : ''}; every acknowledged job checked reserved and deleted exactly once (cycle) |`);
   out.push(`| started / finished | ${ctx.startedAt} / ${ctx.finishedAt} |`);
   out.push('');

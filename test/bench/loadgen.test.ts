@@ -271,6 +271,19 @@ describe.skipIf(beanstalkd === null)('against beanstalkd', () => {
     expect(r.phases[0]!.totals.puts).toBeLessThanOrEqual(1100);
   });
 
+  it('lengthens a short window to hold its waves of in-flight jobs, up to 5 × -d', async () => {
+    // 1e6 waves can never fit: the window must stop growing at the cap.
+    const r = await runLoad({ port: server.port, mode: 'cycle', connections: 4, pipeline: 4, durationS: 0.3, warmupS: 0, minWaves: 1e6 });
+    expect(r.failures).toEqual([]);
+    const load = r.phases.find((p) => p.phase === 'load')!;
+    expect(load.windowExtendedS).toBeGreaterThan(0);
+    expect(load.windowExtendedS).toBeLessThanOrEqual(4 * 0.3 + 1e-9);
+    expect(r.elapsedS).toBeGreaterThan(0.3);
+    // -d exactly when asked.
+    const exact = await runLoad({ port: server.port, mode: 'cycle', connections: 4, pipeline: 4, durationS: 0.3, warmupS: 0, minWaves: 0 });
+    expect(exact.phases.find((p) => p.phase === 'load')!.windowExtendedS).toBe(0);
+  });
+
   it('fails loudly when nothing listens on the port', async () => {
     const { freePort } = await import('../../bench/suite/servers.ts');
     const port = await freePort();

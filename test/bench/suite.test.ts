@@ -21,6 +21,7 @@ function rec(server: string, round: number, jobsPerSec: number, ok = true): RunR
     failures: [],
     jobsPerSec,
     commandsPerSec: 0,
+    windowS: 2,
     p50Us: z,
     p99Us: z,
     p999Us: z,
