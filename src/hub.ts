@@ -29,6 +29,8 @@ export interface WalConfig {
   /** 'always' = fsync before replying (-f 0); everyMs = at most that often (-f MS); 'never' (-F). */
   sync: 'always' | 'never' | { everyMs: number };
   segmentBytesMax: number;
+  /** The largest job id any earlier run handed out (carried into the new generation). */
+  idFloor: number;
 }
 
 export interface HubConfig {
@@ -353,7 +355,8 @@ export class Hub {
     s += `rusage-utime: ${secs(ru.userCPUTime)}\n`;
     s += `rusage-stime: ${secs(ru.systemCPUTime)}\n`;
     s += `uptime: ${Math.floor((Date.now() - this.startedMs) / 1000)}\n`;
-    s += `binlog-oldest-index: ${sums[6]}\n`;
+    // No shard has a file yet (a fresh directory): like beanstalkd's first binlog, index 1.
+    s += `binlog-oldest-index: ${sums[6] > 0 ? sums[6] : sums[7] > 0 ? 1 : 0}\n`;
     s += `binlog-current-index: ${sums[7]}\n`;
     s += `binlog-records-migrated: ${sums[9]}\n`;
     s += `binlog-records-written: ${sums[8]}\n`;

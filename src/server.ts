@@ -83,6 +83,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       generation: recovered.maxGeneration + 1,
       sync: opts.noFsync ? 'never' : (opts.fsyncMs ?? FSYNC_MS_DEFAULT) === 0 ? 'always' : { everyMs: opts.fsyncMs ?? FSYNC_MS_DEFAULT },
       segmentBytesMax: opts.binlogSegmentBytes ?? SEGMENT_BYTES_DEFAULT,
+      idFloor: recovered.maxId,
     };
   }
 

@@ -81,6 +81,9 @@ const img = new Float64Array(12);
 /** Offsets in `out` of this batch's replies whose change went to the log. */
 const logged: number[] = [];
 let walFailing = false;
+/** Largest job id this shard has logged or inherited; each new segment starts by recording it. */
+let maxIdLogged = data.wal?.idFloor ?? 0;
+let markedSegment = -1;
 let compactSeq = -1;
 let compactCursor = 0;
 const reader = new RecordReader();
@@ -126,6 +129,7 @@ function replyJob(id: number, more: number, deadlineMs: number): void {
 
 function logFull(id: number, body: Uint8Array, start: number, end: number): void {
   if (wal === null) return;
+  if (id > maxIdLogged) maxIdLogged = id;
   engine.image(id, img);
   const seq = wal.appendFull(id, tubeNames[engine.tubeOf(id)] ?? '', img[0], img[1], img[2], img[3], img[4],
     img[5], img[6], img[7], img[8], img[9], img[10], body, start, end);
@@ -163,7 +167,18 @@ function commitLog(now: number): void {
   if (wal === null) return;
   compact();
   try {
+    if (wal.currentIndex !== markedSegment) {
+      // A new segment (or the first of this generation): record the largest id first, so it
+      // outlives the removal of the segments that named it.
+      markedSegment = wal.currentIndex;
+      if (maxIdLogged > 0) wal.appendIdMark(maxIdLogged);
+    }
     wal.commit(now);
+    if (wal.currentIndex !== markedSegment) {
+      markedSegment = wal.currentIndex;
+      wal.appendIdMark(maxIdLogged);
+      wal.commit(now);
+    }
     if (walFailing) log.warn('write-ahead log writable again');
     walFailing = false;
   } catch (err) {
@@ -315,7 +330,7 @@ function handle(buf: Buffer, at: number, now: number): void {
       return;
     case OP_TOTALS:
       engine.totals(nums);
-      nums[6] = wal === null ? 0 : wal.oldestIndex;
+      nums[6] = wal === null || wal.bytes === 0 ? 0 : wal.oldestIndex; // no file yet: no index
       nums[7] = wal === null ? 0 : wal.currentIndex;
       nums[8] = wal === null ? 0 : wal.recordsWritten;
       nums[9] = wal === null ? 0 : wal.recordsMigrated;
@@ -421,6 +436,9 @@ function loop(): void {
     readyList.length = 0;
     commitLog(now);
     if (out.len > 0) publish();
+    // Read bytes but nothing to answer yet: a record bigger than the ring is arriving in
+    // pieces, and the main thread waits for room to send the rest.
+    else if (got) mainBell.ring();
     if (wal !== null) tidyLog(now);
     if (got) continue;
     const seq = bell.prepareWait();

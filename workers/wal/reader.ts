@@ -194,7 +194,9 @@ export function replay(dir: string, onRecord: OnRecord, opts: ReplayOptions = {}
           pos += n;
           continue;
         }
-        const next = cur.scan(pos + 1, rec);
+        // A record whose (plausible) length runs past the end of the last segment is the write
+        // a crash cut short, whatever its body holds: its bytes may look like records.
+        const next = isLast && n === R_TRUNCATED ? -1 : cur.scan(pos + 1, rec);
         if (next < 0 && isLast) {
           cutAt = pos;
           result.tornTails++;

@@ -5,7 +5,8 @@
 //
 //   u32 length   bytes after the crc field (type + payload); the record is 8 + length bytes
 //   u32 crc32    zlib CRC-32 of those `length` bytes (type + payload)
-//   u8  type     FULL 1, UPDATE 2, DELETE 3
+//   u8  type     FULL 1, UPDATE 2, DELETE 3, ID_MARK 4 (same layout as DELETE: the largest
+//                job id handed out so far; no job changes)
 //   payload
 //
 // FULL (a whole job; 71 + tubeLen + bodyLen bytes in all):
@@ -26,7 +27,7 @@
 
 import { crc32 } from 'node:zlib';
 
-export const FULL = 1, UPDATE = 2, DELETE = 3; // record types
+export const FULL = 1, UPDATE = 2, DELETE = 3, ID_MARK = 4; // record types
 
 export const STATE_READY = 1, STATE_RESERVED = 2, STATE_DELAYED = 3, STATE_BURIED = 4;
 
@@ -181,11 +182,11 @@ export function encodeUpdate(
   return UPDATE_BYTES;
 }
 
-/** Appends a DELETE record (DELETE_BYTES). */
-export function encodeDelete(w: Writer, id: number): number {
+/** Appends a DELETE record (DELETE_BYTES); with type ID_MARK, a mark of the largest id so far. */
+export function encodeDelete(w: Writer, id: number, type: number = DELETE): number {
   w.ensure(DELETE_BYTES);
   const start = w.len;
-  w.view.setUint8(start + 8, DELETE);
+  w.view.setUint8(start + 8, type);
   w.view.setFloat64(start + 9, id, true);
   finish(w, start, start + DELETE_BYTES);
   return DELETE_BYTES;
@@ -239,7 +240,7 @@ export function recordLength(buf: Buffer, off: number, end: number): number {
   if (end - off < 9) return NEED_MORE;
   const length = buf.readUInt32LE(off);
   const type = buf[off + 8];
-  if (type === DELETE) return length === DELETE_BYTES - 8 ? DELETE_BYTES : INVALID;
+  if (type === DELETE || type === ID_MARK) return length === DELETE_BYTES - 8 ? DELETE_BYTES : INVALID;
   if (type === UPDATE) return length === UPDATE_BYTES - 8 ? UPDATE_BYTES : INVALID;
   if (type !== FULL) return INVALID;
   if (length < FULL_FIXED_BYTES - 8) return INVALID;
@@ -295,6 +296,6 @@ export function decodeRecord(buf: Buffer, off: number, end: number, out: Decoded
     out.buries = buf.readUInt32LE(off + 46);
     out.kicks = buf.readUInt32LE(off + 50);
   }
-  if (type !== DELETE && (out.state < STATE_READY || out.state > STATE_BURIED)) return INVALID;
+  if (type !== DELETE && type !== ID_MARK && (out.state < STATE_READY || out.state > STATE_BURIED)) return INVALID;
   return size;
 }

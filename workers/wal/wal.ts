@@ -22,7 +22,7 @@
 // segment it was holding back (this is what keeps a long-lived buried job from pinning every
 // segment after it, beanstalkd issues #599 / #622).
 
-import { encodeDelete, encodeFull, encodeUpdate, Writer } from './record.ts';
+import { encodeDelete, encodeFull, encodeUpdate, ID_MARK, Writer } from './record.ts';
 import { listSegments } from './reader.ts';
 import { SegmentWriter, WalWriteError, type SegmentWriterOptions } from './segment.ts';
 import { nodeIo, type WalIo } from './io.ts';
@@ -118,6 +118,18 @@ export class Wal {
     if (fullSeq < cur.ref) cur.ref = fullSeq;
     this.dropFull(fullSeq, fullBytes);
     return cur.seq;
+  }
+
+  /**
+   * Appends an ID_MARK: it carries the largest id handed out so far into the current segment,
+   * so that ids never repeat after a restart even when every segment that named those ids has
+   * been removed as dead. Replay counts it toward maxId and changes no job.
+   */
+  appendIdMark(id: number): number {
+    const n = encodeDelete(this.w, id, ID_MARK);
+    this.added(n);
+    this.written--; // bookkeeping, not a change: binlog-records-written counts changes
+    return this.cur.seq;
   }
 
   /** Compaction: appendFull of a live job whose FULL record is in segment fromSeq (its current
