@@ -6,6 +6,7 @@
 // Validation and the `cmd-*` counting happen exactly where beanstalkd's dispatch_cmd does them,
 // so odd inputs get beanstalkd's odd answers. The parser knows nothing of sockets or threads.
 
+import { StreamParser } from '../stream.ts';
 import {
   CMD_BURY, CMD_DELETE, CMD_IGNORE, CMD_KICK, CMD_KICK_JOB, CMD_LIST_TUBE_USED, CMD_LIST_TUBES,
   CMD_LIST_TUBES_WATCHED, CMD_PAUSE_TUBE, CMD_PEEK, CMD_PEEK_BURIED, CMD_PEEK_DELAYED,
@@ -99,7 +100,7 @@ function digitsGreater(a: string, b: string): boolean {
   return a.length !== b.length ? a.length > b.length : a > b;
 }
 
-export class Parser {
+export class Parser extends StreamParser {
   readonly sink: ParserSink;
   jobSizeMax: number;
 
@@ -120,68 +121,17 @@ export class Parser {
   private bodyHave = 0;
   private skipLeft = 0;
   private skipReply: Buffer = REPLY_JOB_TOO_BIG;
-  private paused = false;
-  private running = false; // inside run(): resume() must not re-enter it
-  private readonly queue: Buffer[] = [];
-  private queuePos = 0; // offset into queue[0]
   private num = 0; // value of the last read number
   private numEnd = 0; // offset after it
 
   constructor(sink: ParserSink, jobSizeMax = JOB_SIZE_DEFAULT) {
+    super();
     this.sink = sink;
     this.jobSizeMax = jobSizeMax;
   }
 
-  get isPaused(): boolean {
-    return this.paused;
-  }
-
-  /** Bytes received but not parsed yet (held while paused). */
-  get bufferedBytes(): number {
-    let n = -this.queuePos;
-    for (const c of this.queue) n += c.length;
-    return n;
-  }
-
-  push(chunk: Buffer): void {
-    this.queue.push(chunk);
-    if (!this.paused) this.run();
-  }
-
-  pause(): void {
-    this.paused = true;
-  }
-
-  resume(): void {
-    if (!this.paused) return;
-    this.paused = false;
-    if (!this.running) this.run();
-  }
-
-  private run(): void {
-    this.running = true;
-    try {
-      this.runLoop();
-    } finally {
-      this.running = false;
-    }
-  }
-
-  private runLoop(): void {
-    while (!this.paused && this.queue.length > 0) {
-      const chunk = this.queue[0];
-      const used = this.feed(chunk, this.queuePos);
-      if (used >= chunk.length) {
-        this.queue.shift();
-        this.queuePos = 0;
-      } else {
-        this.queuePos = used;
-      }
-    }
-  }
-
   /** Consumes bytes of `buf` from `pos`; returns where it stopped (buf.length when all used). */
-  private feed(buf: Buffer, pos: number): number {
+  protected override feed(buf: Buffer, pos: number): number {
     const end = buf.length;
     while (pos < end && !this.paused) {
       switch (this.state) {

@@ -16,6 +16,7 @@
 //   3. ranges (the job controller): UUIDv4, name, TTR, TTL, schedule time.
 // Errors of steps 2 and 3 come only after the payload is read (the server reads it first).
 
+import { StreamParser } from '../stream.ts';
 import {
   CMD_ADD, CMD_COMPLETE, CMD_DELETE, CMD_FAIL, CMD_INSPECT_JOB, CMD_INSPECT_JOBS, CMD_INSPECT_QUEUE,
   CMD_INSPECT_QUEUES, CMD_INSPECT_SCHEDULED_JOBS, CMD_INSPECT_SERVER, CMD_LEASE, CMD_RESULT, CMD_RUN,
@@ -220,7 +221,7 @@ function daysIn(month: number, year: number): number {
   return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
 }
 
-export class Parser {
+export class Parser extends StreamParser {
   readonly sink: WorkqSink;
   readonly clock: () => number;
 
@@ -268,10 +269,6 @@ export class Parser {
   private pendingCmd = 0;
   private pendingReply: Buffer | null = null; // the verdict on a payload command, given after its payload
   private sizeReply: Buffer = REPLY_INVALID_PAYLOAD_SIZE;
-  private paused = false;
-  private running = false;
-  private readonly queue: Buffer[] = [];
-  private queuePos = 0;
 
   // Tokens of the current line: positional arguments (the command name first) and flags.
   private readonly argS = new Int32Array(LINE_BYTES_MAX / 2 + 1);
@@ -288,56 +285,13 @@ export class Parser {
   private readonly idTextBuf = Buffer.alloc(36);
 
   constructor(sink: WorkqSink, options: ParserOptions = {}) {
+    super();
     this.sink = sink;
     this.clock = options.clock ?? Date.now;
   }
 
-  get isPaused(): boolean {
-    return this.paused;
-  }
-
-  /** Bytes received but not parsed yet (held while paused). */
-  get bufferedBytes(): number {
-    let n = 0 - this.queuePos;
-    for (const c of this.queue) n += c.length;
-    return n;
-  }
-
-  push(chunk: Buffer): void {
-    this.queue.push(chunk);
-    if (!this.paused) this.run();
-  }
-
-  pause(): void {
-    this.paused = true;
-  }
-
-  resume(): void {
-    if (!this.paused) return;
-    this.paused = false;
-    if (!this.running) this.run();
-  }
-
-  private run(): void {
-    this.running = true;
-    try {
-      while (!this.paused && this.queue.length > 0) {
-        const chunk = this.queue[0];
-        const used = this.feed(chunk, this.queuePos);
-        if (used >= chunk.length) {
-          this.queue.shift();
-          this.queuePos = 0;
-        } else {
-          this.queuePos = used;
-        }
-      }
-    } finally {
-      this.running = false;
-    }
-  }
-
   /** Consumes bytes of `buf` from `pos`; returns where it stopped. */
-  private feed(buf: Buffer, pos: number): number {
+  protected override feed(buf: Buffer, pos: number): number {
     const end = buf.length;
     while (pos < end && !this.paused) {
       switch (this.state) {

@@ -1,0 +1,61 @@
+// What every protocol parser here shares: the chunks received and not parsed yet, and pausing.
+//
+// A parser consumes chunks in place through `feed`; while a command holds it (a blocking
+// reserve, a full output), later chunks queue up unparsed and `resume()` goes on exactly where it
+// stopped. `resume()` from inside a sink call only clears the flag: the running loop continues.
+
+export class StreamParser {
+  protected paused = false;
+  private running = false; // inside run(): resume() must not re-enter it
+  private readonly queue: Buffer[] = [];
+  private queuePos = 0; // offset into queue[0]
+
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  /** Bytes received but not parsed yet (held while paused). */
+  get bufferedBytes(): number {
+    let n = 0 - this.queuePos; // not -queuePos: that is -0 when nothing is held
+    for (const c of this.queue) n += c.length;
+    return n;
+  }
+
+  push(chunk: Buffer): void {
+    this.queue.push(chunk);
+    if (!this.paused) this.run();
+  }
+
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    if (!this.running) this.run();
+  }
+
+  /** Consumes bytes of `buf` from `pos` until done or paused; returns where it stopped. */
+  protected feed(_buf: Buffer, _pos: number): number {
+    throw new Error('StreamParser.feed must be overridden');
+  }
+
+  private run(): void {
+    this.running = true;
+    try {
+      while (!this.paused && this.queue.length > 0) {
+        const chunk = this.queue[0];
+        const used = this.feed(chunk, this.queuePos);
+        if (used >= chunk.length) {
+          this.queue.shift();
+          this.queuePos = 0;
+        } else {
+          this.queuePos = used;
+        }
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+}
