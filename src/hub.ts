@@ -375,4 +375,3 @@ export class Hub {
   }
 }
 
-void R_OK;
