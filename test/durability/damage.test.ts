@@ -232,11 +232,11 @@ describe('corruption in the middle of the log', () => {
   });
 });
 
-// BUG (reported): the torn-tail rule is "a bad record with no valid record after it"; the scan for
-// a valid record after it also looks inside the torn record's own body, which is client data. A
-// job whose body happens to hold the bytes of a record (here: a DELETE of another job) turns an
-// ordinary torn write into "corruption": the server refuses to start after the crash, and with
-// --binlog-skip-corrupt it replays the client's bytes as a log record (another job is deleted).
+// Regression (fixed in 3379816). The scan that tells a torn tail from corruption ("a bad record
+// with no valid record after it") also looked inside the torn record's own body, which is client
+// data: a body holding the bytes of a record (here a DELETE of another job) turned an ordinary torn
+// write into "corruption". The start was refused, and --binlog-skip-corrupt replayed the client's
+// bytes as a log record (deleting another job).
 describe('torn tail of a job whose body looks like a log record', () => {
   it('is still a torn tail: the start succeeds and no other job is touched', async () => {
     const dir = track(makeDir('torn-embedded'));

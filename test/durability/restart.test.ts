@@ -319,9 +319,9 @@ describe('restart edge cases', () => {
   });
 });
 
-// BUG (reported): a put whose record is larger than the 8 MiB shard ring (possible with -z above
-// 8 MiB) never reaches the shard: with -b it is never answered and the connection hangs (without
-// -b it is answered INSERTED at once, and the next command on that shard hangs instead).
+// Regression (fixed in 3379816). A put whose record is larger than the 8 MiB shard ring (possible
+// with -z above 8 MiB) never reached the shard: with -b it was never answered and the connection
+// hung (without -b it was answered INSERTED at once, and the next command on that shard hung).
 describe('jobs larger than the shard ring', () => {
   it('a 9 MB job (-z 16 MiB) is answered INSERTED and survives a restart', { timeout: 30_000 }, async () => {
     const dir = newDir();
@@ -337,10 +337,10 @@ describe('jobs larger than the shard ring', () => {
   });
 });
 
-// BUG (reported): the new generation written at start holds only the live jobs, and a segment
-// whose jobs are all gone is deleted; nothing else records the largest id. Once no record of the
-// newest (deleted) job is left, the next start hands out its id again. beanstalkd, on the same
-// steps, answers INSERTED 3 in the first case.
+// Regression (fixed in 3379816 with ID_MARK records). The new generation written at start holds
+// only the live jobs, and a segment whose jobs are all gone is deleted; nothing else recorded the
+// largest id, so once no record of the newest (deleted) job was left, the next start handed out its
+// id again. beanstalkd, on the same steps, answers INSERTED 3 in the first case.
 describe('job ids after restart', () => {
   it('continue after the largest id ever logged, also after a second restart', async () => {
     const dir = newDir();

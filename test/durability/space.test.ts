@@ -163,10 +163,10 @@ describe('bounded disk use', () => {
     c.destroy();
   });
 
-  // BUG (reported): binlog-oldest-index is the minimum over the shards, and a shard that has
-  // written nothing reports segment 1 (which has no file). With fewer busy tubes than shards
-  // (the default shard count is cores - 1) it stays 1 forever, whatever is deleted: the number
-  // meant to show that old segments go away (#599, #622) never moves.
+  // Regression (fixed in 3379816). binlog-oldest-index was the minimum over the shards, and a
+  // shard that had written nothing reported segment 1 (which has no file). With fewer busy tubes
+  // than shards (the default shard count is cores - 1) it stayed 1 forever: the number meant to
+  // show that old segments go away (#599, #622) never moved.
   it('binlog-oldest-index names the oldest segment on disk, also while some shards are idle', async () => {
     const dir = makeDir('oldest');
     dirs.push(dir);
