@@ -6,6 +6,7 @@
 // Validation and the `cmd-*` counting happen exactly where beanstalkd's dispatch_cmd does them,
 // so odd inputs get beanstalkd's odd answers. The parser knows nothing of sockets or threads.
 
+import { digitsGreater, sigDigits } from '../digits.ts';
 import { StreamParser } from '../stream.ts';
 import {
   CMD_BURY, CMD_DELETE, CMD_IGNORE, CMD_KICK, CMD_KICK_JOB, CMD_LIST_TUBE_USED, CMD_LIST_TUBES,
@@ -89,16 +90,7 @@ function hasPrefix(buf: Uint8Array, s: number, e: number, p: Uint8Array): boolea
   return true;
 }
 
-/** Digits of buf[s, e) without leading zeros, as a string (for the rare overflow checks). */
-function sigDigits(buf: Uint8Array, s: number, e: number): string {
-  while (s < e - 1 && buf[s] === 48) s++;
-  return Buffer.from(buf.buffer, buf.byteOffset + s, e - s).toString('latin1');
-}
 
-/** a > b for decimal digit strings without leading zeros. */
-function digitsGreater(a: string, b: string): boolean {
-  return a.length !== b.length ? a.length > b.length : a > b;
-}
 
 export class Parser extends StreamParser {
   readonly sink: ParserSink;

@@ -16,6 +16,7 @@
 //   3. ranges (the job controller): UUIDv4, name, TTR, TTL, schedule time.
 // Errors of steps 2 and 3 come only after the payload is read (the server reads it first).
 
+import { digitsGreater, sigDigits } from '../digits.ts';
 import { StreamParser } from '../stream.ts';
 import {
   CMD_ADD, CMD_COMPLETE, CMD_DELETE, CMD_FAIL, CMD_INSPECT_JOB, CMD_INSPECT_JOBS, CMD_INSPECT_QUEUE,
@@ -150,15 +151,7 @@ function equals(buf: Uint8Array, s: number, e: number, w: Uint8Array): boolean {
   return true;
 }
 
-/** Digits of buf[s, e) without leading zeros, as a string (for the rare overflow checks). */
-function sigDigits(buf: Uint8Array, s: number, e: number): string {
-  while (s < e - 1 && buf[s] === 48) s++;
-  return Buffer.from(buf.buffer, buf.byteOffset + s, e - s).toString('latin1');
-}
 
-function digitsGreater(a: string, b: string): boolean {
-  return a.length !== b.length ? a.length > b.length : a > b;
-}
 
 /** strconv.ParseUint(s, 10, bits): digits only (no sign, no underscore), in range. -1 if not. */
 function parseUint(buf: Uint8Array, s: number, e: number, bits: number): number {
