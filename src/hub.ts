@@ -126,12 +126,16 @@ export class Hub {
     w.bytes(j.body, 0, j.body.length);
   }
 
-  /** Resolves once every shard has made all it logged so far durable. */
+  /** Resolves once every shard has made all it logged so far durable; rejects if one could not. */
   syncShards(): Promise<void> {
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       let left = this.pool.links.length;
-      this.syncDone = () => {
-        if (--left === 0) resolve();
+      let failed = false;
+      this.syncDone = (ok: boolean) => {
+        failed ||= !ok;
+        if (--left > 0) return;
+        if (failed) reject(new Error('the write-ahead log could not be written (disk full or I/O error?); see the shard log lines above'));
+        else resolve();
       };
       for (let shard = 0; shard < this.pool.links.length; shard++) {
         this.pool.request(shard, K_SYNC, null, 0).header(OP_WAL_SYNC, 0, 0, 0, 0, 0, 0);
@@ -140,7 +144,7 @@ export class Hub {
     });
   }
 
-  private syncDone: () => void = () => {};
+  private syncDone: (ok: boolean) => void = () => {};
 
   /** What to do when a shard thread dies (the server sets it: log and exit). */
   onFatal: (shard: number, err: Error) => void = (shard, err) => {
@@ -276,7 +280,7 @@ export class Hub {
       case K_ACK:
         return;
       case K_SYNC:
-        this.syncDone();
+        this.syncDone(rk === R_OK);
         return;
     }
   }

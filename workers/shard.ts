@@ -361,8 +361,15 @@ function handle(buf: Buffer, at: number, now: number): void {
     }
     case OP_WAL_SYNC:
       if (wal !== null) {
-        wal.commit(now);
-        wal.sync(now);
+        try {
+          wal.commit(now);
+          wal.sync(now);
+        } catch (err) {
+          if (!(err instanceof WalWriteError)) throw err;
+          log.error({ err: err.message, code: err.code }, 'write-ahead log cannot be made durable');
+          out.header(R_NONE, 0, 0, 0, 0, 0, 0);
+          return;
+        }
       }
       out.header(R_OK, 0, 0, 0, 0, 0, 0);
       return;
