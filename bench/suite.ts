@@ -9,7 +9,7 @@
 // its checks or any server did not start: a column that silently measured nothing is a bug.
 
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -20,6 +20,7 @@ import { fullMatrix, quickMatrix, type Point } from './suite/matrix.ts';
 import {
   failedRecord,
   memChart,
+  mergeResults,
   ratioChart,
   recordOf,
   summaryChart,
@@ -305,7 +306,8 @@ function writeOutputs(args: SuiteArgs, ctx: SuiteContext, points: Point[], recor
   if (args.render === null || path.resolve(args.render) !== json) {
     writeFileSync(json, `${JSON.stringify({ context: ctx, points, records, memory: mem }, null, 1)}\n`);
   }
-  writeFileSync(args.resultsFile, writeResultsMarkdown(ctx, points, records, mem, summaryName));
+  const previous = existsSync(args.resultsFile) ? readFileSync(args.resultsFile, 'utf8') : null;
+  writeFileSync(args.resultsFile, mergeResults(previous, writeResultsMarkdown(ctx, points, records, mem, summaryName)));
   log(`\nwrote ${path.relative(process.cwd(), args.resultsFile)}, charts and suite.json in ${path.relative(process.cwd(), args.outDir) || '.'}`);
 }
 

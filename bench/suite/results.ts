@@ -392,3 +392,37 @@ export function memChart(ctx: SuiteContext, mem: MemRecord[]): string {
     series: [{ name: 'bytes/job', values: ok.map((m) => m.bytesPerJob) }],
   });
 }
+
+/** The suite's own part of RESULTS.md lies between these; everything else in the file is kept. */
+export const GENERATED_BEGIN = '<!-- bench/suite.ts: generated from here; edit outside these markers -->';
+export const GENERATED_END = '<!-- bench/suite.ts: generated up to here -->';
+/** Headings the suite writes, to find its part in a file written before the markers existed. */
+const GENERATED_HEADINGS = ['## ⚠ Servers that failed', '## Throughput (jobs/s)', '## Latency p99', '## CPU (', '## Memory:', '## beanstalkd here vs', '## Trust'];
+
+/**
+ * Puts a freshly generated summary into an existing RESULTS.md without losing what others wrote
+ * there (e.g. a durability comparison or an analysis appended below): only the generated block is
+ * replaced.
+ */
+export function mergeResults(existing: string | null, generated: string): string {
+  const block = `${GENERATED_BEGIN}\n${generated.trimEnd()}\n${GENERATED_END}\n`;
+  if (existing === null || existing.trim() === '') return block;
+  const begin = existing.indexOf(GENERATED_BEGIN);
+  const end = existing.indexOf(GENERATED_END);
+  if (begin >= 0 && end > begin) {
+    return existing.slice(0, begin) + block + existing.slice(end + GENERATED_END.length).replace(/^\n/, '');
+  }
+  // A file from before the markers: the generated part is the top, up to the first heading the
+  // suite does not write; keep everything from there on.
+  const lines = existing.split('\n');
+  let keepFrom = lines.length;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
+    if (line.startsWith('## ') && !GENERATED_HEADINGS.some((h) => line.startsWith(h))) {
+      keepFrom = i;
+      break;
+    }
+  }
+  const kept = lines.slice(keepFrom).join('\n');
+  return kept.trim() === '' ? block : `${block}\n${kept}`;
+}

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fullMatrix, quickMatrix } from '../../bench/suite/matrix.ts';
-import { median, pairedRatio, type RunRecord } from '../../bench/suite/results.ts';
+import { GENERATED_BEGIN, GENERATED_END, median, mergeResults, pairedRatio, type RunRecord } from '../../bench/suite/results.ts';
 import { barChart, escapeXml, lineChart, niceStep } from '../../bench/report/svg.ts';
 import { beanstalkdSpec, REPO_ROOT, ServerStartFailure, startServer } from '../../bench/suite/servers.ts';
 
@@ -63,6 +63,32 @@ describe('suite arithmetic', () => {
       expect(ids).toContain(`${mode}-c100-p16-s100-t64`);
     }
     expect(quickMatrix().length).toBeLessThanOrEqual(6);
+  });
+});
+
+describe('RESULTS.md', () => {
+  const gen1 = '# shardstalk vs beanstalkd\n\n## Throughput (jobs/s)\n\n| a | 1 |\n\n## Trust\n\n- ok\n';
+  const gen2 = gen1.replace('| a | 1 |', '| a | 2 |');
+  const theirs = '## With the write-ahead log (-b)\n\nsomeone else wrote this\n';
+
+  it('replaces only the generated block and keeps what others wrote around it', () => {
+    const first = mergeResults(null, gen1);
+    expect(first.startsWith(GENERATED_BEGIN)).toBe(true);
+    const edited = `intro by hand\n${first}\n${theirs}`;
+    const second = mergeResults(edited, gen2);
+    expect(second).toContain('intro by hand');
+    expect(second).toContain('someone else wrote this');
+    expect(second).toContain('| a | 2 |');
+    expect(second).not.toContain('| a | 1 |');
+    expect(second.split(GENERATED_END).length).toBe(2);
+    expect(mergeResults(second, gen2)).toBe(second); // idempotent
+  });
+
+  it('keeps sections appended to a file written before the markers existed', () => {
+    const merged = mergeResults(`${gen1}\n${theirs}`, gen2);
+    expect(merged).toContain('someone else wrote this');
+    expect(merged).toContain('| a | 2 |');
+    expect(merged).not.toContain('| a | 1 |');
   });
 });
 
