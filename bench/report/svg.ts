@@ -99,6 +99,8 @@ export interface BarChartSpec {
   labels?: boolean;
   /** Logarithmic y axis (decades), for values spanning orders of magnitude such as latencies. */
   log?: boolean;
+  /** A dashed horizontal reference line, e.g. 1.0 on a ratio chart. */
+  refLine?: number;
 }
 
 /** Decade ticks of a log axis from `lo` to `hi` (both powers of ten). */
@@ -151,6 +153,10 @@ export function barChart(spec: BarChartSpec): string {
     const max = axisMax(dataMax);
     yOf = (v: number): number => top + plotH - (v / max) * plotH;
     out.push(...yAxis(left, top, plotW, plotH, max, spec.yLabel));
+  }
+  if (spec.refLine !== undefined) {
+    const y = fmt(yOf(spec.refLine));
+    out.push(`<line x1="${left}" y1="${y}" x2="${left + plotW}" y2="${y}" stroke="#c00" stroke-dasharray="6,4"/>`);
   }
   spec.categories.forEach((cat, ci) => {
     const x0 = left + ci * slotW + (slotW - n * barW) / 2;

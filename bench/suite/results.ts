@@ -357,6 +357,7 @@ export function ratioChart(ctx: SuiteContext, points: Point[], records: RunRecor
     title: `Throughput ratio to ${BASELINE} (back-to-back pairs)`,
     subtitle: '1.0 = as fast as beanstalkd; median of per-round ratios, whiskers: range',
     yLabel: `× ${BASELINE}`,
+    refLine: 1,
     categories: points.map((p) => p.label),
     series: contenders.map((s) => {
       const cells = points.map((p) => pairedRatio(records.filter((r) => r.point === p.id), s, BASELINE));
