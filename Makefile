@@ -10,7 +10,7 @@ node_modules: package.json package-lock.json
 	$(NPM) ci || $(NPM) install --no-save
 	@touch node_modules
 
-.PHONY: run test typecheck bench bench-quick clean
+.PHONY: run test typecheck bench bench-quick bench-durability clean
 run: node_modules
 	npx node src/main.ts $(ARGS)
 
@@ -22,3 +22,15 @@ typecheck: node_modules
 
 clean:
 	rm -rf bench/out
+
+# Side by side with Debian's beanstalkd (about 40 min here); writes bench/RESULTS.md.
+bench: node_modules
+	node_modules/.bin/node bench/suite.ts
+
+# A smoke run (about a minute); writes bench/out/RESULTS-quick.md only.
+bench-quick: node_modules
+	node_modules/.bin/node bench/suite.ts --quick
+
+# The same with the write-ahead log on, at each fsync mode.
+bench-durability: node_modules
+	node_modules/.bin/node bench/durability.ts
