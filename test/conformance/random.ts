@@ -7,18 +7,8 @@
 // (TIMING_STATS_KEYS).
 
 import type { Script, Step } from './runner.ts';
+import { mulberry32 as prng } from '../support/prng.ts';
 
-/** Small, fast, well-mixed 32-bit PRNG (mulberry32). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export const RANDOM_CONNS = ['a', 'b', 'c'] as const;
 export const RANDOM_TUBES = ['default', 'alpha', 'beta', 'q.1', 'q_2', 'jobs/x', 'a-b', '(p)', 'z$', 'long-tube-name;0123456789'];

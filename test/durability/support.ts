@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { shardOf } from '../../src/route/hash.ts';
 import type { Client } from '../support/client.ts';
+import { mulberry32 as rng } from '../support/prng.ts';
 
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const MAIN = join(REPO, 'src', 'main.ts');
@@ -274,17 +275,7 @@ export function copyLog(dir: string, prefix: string): string {
 
 // ------------------------------------------------------------------ seeded randomness
 
-/** mulberry32: a small seeded PRNG, [0, 1). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { rng };
 
 /** One tube name per shard (index = shard) for a server with `shards` shards. */
 export function tubePerShard(shards: number, prefix = 't'): string[] {

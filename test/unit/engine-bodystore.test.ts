@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BodyStore } from '../../workers/engine/bodystore.ts';
+import { mulberry32 as rng } from '../support/prng.ts';
 
 // Body bytes derived from (slot, generation, len) so moved bodies can be verified exactly.
 function bodyFor(slot: number, gen: number, len: number): Uint8Array {
@@ -8,14 +9,6 @@ function bodyFor(slot: number, gen: number, len: number): Uint8Array {
   return b;
 }
 
-function rng(seed: number) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('BodyStore', () => {
   it('stores and returns bodies, including empty ones', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { IndexHeap } from '../../workers/engine/heap.ts';
+import { mulberry32 as rng } from '../support/prng.ts';
 
 // A heap over slots 0..n-1 keyed by an external key column, like the engine uses it.
 function makeHeap(n: number, capacity?: number) {
@@ -13,14 +14,6 @@ function makeHeap(n: number, capacity?: number) {
   return { key, pos, heap, check };
 }
 
-function rng(seed: number) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('IndexHeap', () => {
   it('pops in (key, slot) order and grows past its initial capacity', () => {

@@ -1,14 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { IdTable } from '../../workers/engine/idtable.ts';
+import { mulberry32 as rng } from '../support/prng.ts';
 
-function rng(seed: number) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('IdTable', () => {
   it('inserts, finds and grows (sequential ids)', () => {

@@ -6,6 +6,7 @@
 import { isDeepStrictEqual, inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { BURIED, DELAYED, Engine, READY, RESERVED, URGENT_PRI } from '../../workers/engine/engine.ts';
+import { mulberry32 } from '../support/prng.ts';
 
 /** beanstalkd: (deadline_ns - now_ns) / 1e9 in C, where at least a nanosecond has passed since the deadline was set. */
 function cSecondsLeft(ms: number): number {
@@ -16,15 +17,6 @@ function cSecondsLeft(ms: number): number {
 
 // ------------------------------------------------------------------ PRNG
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // ------------------------------------------------------------------ reference model
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { JobShardMap, PAGE_IDS, SHARD_MAX } from '../../src/route/jobmap.ts';
-import { mulberry32 } from './ring-worker.ts';
+import { mulberry32u32 as mulberry32 } from '../support/prng.ts';
 
 describe('JobShardMap', () => {
   it('maps ids to shards; unknown ids give -1', () => {

@@ -11,17 +11,8 @@
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { Ring } from '../../src/shared/ring.ts';
 import { Doorbell } from '../../src/shared/doorbell.ts';
+import { mulberry32u32 as mulberry32 } from '../support/prng.ts';
 
-/** mulberry32: a small seeded PRNG; returns uint32. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return (t ^ (t >>> 14)) >>> 0;
-  };
-}
 
 function checksum(bytes: Uint8Array, start: number, end: number): number {
   let h = 0x811c9dc5;

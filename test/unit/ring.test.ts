@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
 import { Ring, RING_HEADER_BYTES, kHead, kTail } from '../../src/shared/ring.ts';
 import { Doorbell } from '../../src/shared/doorbell.ts';
+import { mulberry32u32 as mulberry32 } from '../support/prng.ts';
 import {
-  mulberry32,
   RecordConsumer,
   RecordProducer,
   type RingWorkerData,

@@ -21,6 +21,7 @@ import {
 import { recover, type RecoveredJob } from '../../workers/wal/reader.ts';
 import type { SyncMode } from '../../workers/wal/segment.ts';
 import { Wal } from '../../workers/wal/wal.ts';
+import { mulberry32 } from '../support/prng.ts';
 
 let dir: string;
 let crashDir: string;
@@ -33,16 +34,6 @@ afterEach(() => {
   fs.rmSync(crashDir, { recursive: true, force: true });
 });
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** What replay must reproduce (the engine's view of a job), plus fullSeq (the engine's column). */
 type Job = Omit<RecoveredJob, 'body'> & { body: Uint8Array; fullSeq: number };
