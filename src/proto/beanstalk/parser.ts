@@ -6,7 +6,7 @@
 // Validation and the `cmd-*` counting happen exactly where beanstalkd's dispatch_cmd does them,
 // so odd inputs get beanstalkd's odd answers. The parser knows nothing of sockets or threads.
 
-import { digitsGreater, sigDigits } from '../digits.ts';
+import { digitsGreater, I64_MAX_DIGITS, I64_MIN_DIGITS, sigDigits, U64_MAX_DIGITS } from '../digits.ts';
 import { StreamParser } from '../stream.ts';
 import {
   CMD_BURY, CMD_DELETE, CMD_IGNORE, CMD_KICK, CMD_KICK_JOB, CMD_LIST_TUBE_USED, CMD_LIST_TUBES,
@@ -81,8 +81,6 @@ const P_LIST_TUBES = bytes('list-tubes');
 const P_QUIT = bytes('quit');
 const P_PAUSE_TUBE = bytes('pause-tube');
 
-const U64_MAX_DIGITS = '18446744073709551615';
-const I64_MAX_DIGITS = '9223372036854775807';
 
 function hasPrefix(buf: Uint8Array, s: number, e: number, p: Uint8Array): boolean {
   if (e - s < p.length) return false;
@@ -290,7 +288,7 @@ export class Parser extends StreamParser {
       this.num = Number(BigInt.asUintN(32, v));
     } else {
       // LONG_MIN's magnitude is one more than LONG_MAX's.
-      if (digitsGreater(d, I64_MAX_DIGITS) && !(neg && d === '9223372036854775808')) return false;
+      if (digitsGreater(d, I64_MAX_DIGITS) && !(neg && d === I64_MIN_DIGITS)) return false;
       let v = BigInt(d);
       if (neg) v = -v;
       this.num = Number(BigInt.asIntN(32, v)); // (int) of a long

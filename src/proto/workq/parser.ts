@@ -16,7 +16,7 @@
 //   3. ranges (the job controller): UUIDv4, name, TTR, TTL, schedule time.
 // Errors of steps 2 and 3 come only after the payload is read (the server reads it first).
 
-import { digitsGreater, sigDigits } from '../digits.ts';
+import { digitsGreater, I64_MAX_DIGITS, I64_MIN_DIGITS, sigDigits, U64_MAX_DIGITS } from '../digits.ts';
 import { StreamParser } from '../stream.ts';
 import {
   CMD_ADD, CMD_COMPLETE, CMD_DELETE, CMD_FAIL, CMD_INSPECT_JOB, CMD_INSPECT_JOBS, CMD_INSPECT_QUEUE,
@@ -141,9 +141,6 @@ const F_PRIORITY = bytes('priority');
 const F_MAX_ATTEMPTS = bytes('max-attempts');
 const F_MAX_FAILS = bytes('max-fails');
 
-const U64_MAX_DIGITS = '18446744073709551615';
-const I64_MAX_DIGITS = '9223372036854775807';
-const I64_MIN_DIGITS = '9223372036854775808';
 
 function equals(buf: Uint8Array, s: number, e: number, w: Uint8Array): boolean {
   if (e - s !== w.length) return false;
@@ -169,8 +166,8 @@ function parseUint(buf: Uint8Array, s: number, e: number, bits: number): number 
   return v > 2 ** bits - 1 ? -1 : v;
 }
 
-/** strconv.ParseInt(s, 10, 32): optional sign, digits, in int32 range. NaN if not. */
-function parseInt32(buf: Uint8Array, s: number, e: number): number {
+/** Go's decimal integer parse: optional sign, then digits only. NaN if malformed or out of range. */
+function parseSigned(buf: Uint8Array, s: number, e: number, bits: 32 | 64): number {
   let neg = false;
   if (s < e && (buf[s] === 43 || buf[s] === 45)) {
     neg = buf[s] === 45;
@@ -183,26 +180,22 @@ function parseInt32(buf: Uint8Array, s: number, e: number): number {
     if (d < 0 || d > 9) return NaN;
     v = v * 10 + d;
   }
-  if (v > (neg ? 2147483648 : 2147483647)) return NaN;
+  if (bits === 32) {
+    if (v > (neg ? 2147483648 : 2147483647)) return NaN;
+  } else if (e - s >= 19 && digitsGreater(sigDigits(buf, s, e), neg ? I64_MIN_DIGITS : I64_MAX_DIGITS)) {
+    return NaN;
+  }
   return neg ? 0 - v : v;
 }
 
-/** strconv.Atoi on 64-bit: optional sign, digits, in int64 range. NaN if not. */
+/** strconv.ParseInt(s, 10, 32). */
+function parseInt32(buf: Uint8Array, s: number, e: number): number {
+  return parseSigned(buf, s, e, 32);
+}
+
+/** strconv.Atoi on 64-bit. */
 function atoi(buf: Uint8Array, s: number, e: number): number {
-  let neg = false;
-  if (s < e && (buf[s] === 43 || buf[s] === 45)) {
-    neg = buf[s] === 45;
-    s++;
-  }
-  if (s >= e) return NaN;
-  let v = 0;
-  for (let i = s; i < e; i++) {
-    const d = buf[i] - 48;
-    if (d < 0 || d > 9) return NaN;
-    v = v * 10 + d;
-  }
-  if (e - s >= 19 && digitsGreater(sigDigits(buf, s, e), neg ? I64_MIN_DIGITS : I64_MAX_DIGITS)) return NaN;
-  return neg ? 0 - v : v;
+  return parseSigned(buf, s, e, 64);
 }
 
 function isDigit(buf: Uint8Array, i: number, e: number): boolean {
