@@ -192,11 +192,6 @@ function commitLog(now: number): void {
   logged.length = 0;
 }
 
-function reservedDeadline(id: number, now: number): number {
-  engine.jobStats(id, now, nums);
-  return now + nums[6] * 1000; // reserve set deadline = now + ttr
-}
-
 function handle(buf: Buffer, at: number, now: number): void {
   const op = buf[at + 4];
   const conn = buf.readUInt32LE(at + 8);
@@ -222,7 +217,7 @@ function handle(buf: Buffer, at: number, now: number): void {
         out.header(R_NONE, 0, 0, 0, 0, 0, 0);
         return;
       }
-      replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, reservedDeadline(got, now));
+      replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
       return;
     }
     case OP_PEEK_BEST: {
@@ -239,7 +234,7 @@ function handle(buf: Buffer, at: number, now: number): void {
         out.header(R_NONE, 0, 0, 0, 0, 0, 0);
         return;
       }
-      replyJob(id, engine.peekReady(engine.tubeOf(id)) !== 0 ? 1 : 0, reservedDeadline(id, now));
+      replyJob(id, engine.peekReady(engine.tubeOf(id)) !== 0 ? 1 : 0, engine.deadlineOf(id));
       return;
     }
     // Replies about one job echo its id, so the main thread can update what the connection holds.
@@ -282,7 +277,7 @@ function handle(buf: Buffer, at: number, now: number): void {
     case OP_TOUCH:
       if (engine.touch(id, conn, now)) {
         out.header(R_OK, 8, 0, 0, 0, 0, id);
-        out.f64(reservedDeadline(id, now));
+        out.f64(engine.deadlineOf(id));
       } else {
         out.header(R_NONE, 0, 0, 0, 0, 0, id);
       }

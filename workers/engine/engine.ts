@@ -422,6 +422,12 @@ export class Engine {
 
   // ---------------------------------------------------------------- durability
 
+  /** The job's deadline in ms (RESERVED: TTR end; DELAYED: when it becomes ready), or 0 if absent. */
+  deadlineOf(id: number): number {
+    const s = this.index.get(id);
+    return s === NIL ? 0 : this.deadline[s];
+  }
+
   /** Segment of the write-ahead log holding the job's FULL record (0: none). */
   fileOf(id: number): number {
     const s = this.index.get(id);
