@@ -13,7 +13,8 @@
 // watched tubes was stamped after it started, so no wake-up is lost.
 
 import type { Hub } from '../hub.ts';
-import { DEADLINE_SOON_MS, Session } from '../proto/beanstalk/session.ts';
+import { REPLY_DEADLINE_SOON, REPLY_TIMED_OUT } from '../proto/beanstalk/replies.ts';
+import { DEADLINE_SOON_MS, type Session } from '../proto/beanstalk/session.ts';
 import { K_PEEK_BEST, K_RESERVE, K_RESERVE_IF_READY } from '../proto/beanstalk/kinds.ts';
 import { OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_IF_READY, R_BEST, R_JOB } from '../shared/records.ts';
 import type { Tube } from './tubes.ts';
@@ -121,11 +122,11 @@ export class Coordinator {
       return;
     }
     if (s.deadlineSoon(now)) {
-      s.reserveAnswered(Session.DEADLINE_SOON);
+      s.reserveAnswered(REPLY_DEADLINE_SOON);
       return;
     }
     if (s.reserveTimeoutSec === 0 || s.halfClosed) {
-      s.reserveAnswered(Session.TIMED_OUT);
+      s.reserveAnswered(REPLY_TIMED_OUT);
       return;
     }
     s.waitStartMs = now;
@@ -176,10 +177,10 @@ export class Coordinator {
     const now = Date.now();
     if (s.deadlineSoon(now)) {
       this.unwait(s);
-      s.reserveAnswered(Session.DEADLINE_SOON);
+      s.reserveAnswered(REPLY_DEADLINE_SOON);
     } else if (s.reserveTimeoutSec >= 0 && now >= s.waitStartMs + s.reserveTimeoutSec * 1000) {
       this.unwait(s);
-      s.reserveAnswered(Session.TIMED_OUT);
+      s.reserveAnswered(REPLY_TIMED_OUT);
     } else {
       this.arm(s);
     }

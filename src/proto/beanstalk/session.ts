@@ -31,7 +31,7 @@ import {
 } from './kinds.ts';
 import { Parser, type ParserSink } from './parser.ts';
 import {
-  jobReply, okYaml, REPLY_BURIED, REPLY_INTERNAL_ERROR, REPLY_OUT_OF_MEMORY, REPLY_DEADLINE_SOON, REPLY_DELETED, REPLY_DRAINING,
+  jobReply, okYaml, REPLY_BURIED, REPLY_INTERNAL_ERROR, REPLY_OUT_OF_MEMORY, REPLY_DELETED, REPLY_DRAINING,
   REPLY_KICKED, REPLY_NOT_FOUND, REPLY_NOT_IGNORED, REPLY_PAUSED, REPLY_RELEASED,
   REPLY_TIMED_OUT, REPLY_TOUCHED, yamlList,
 } from './replies.ts';
@@ -667,8 +667,6 @@ export class Session implements ParserSink {
     this.hub.flushSoon();
   }
 
-  static readonly DEADLINE_SOON = REPLY_DEADLINE_SOON;
-  static readonly TIMED_OUT = REPLY_TIMED_OUT;
 
   // ---- closing ----
 
@@ -680,7 +678,7 @@ export class Session implements ParserSink {
     this.halfClosed = true;
     if (this.waiting) {
       this.hub.coordinator.unwait(this);
-      this.reserveAnswered(Session.TIMED_OUT);
+      this.reserveAnswered(REPLY_TIMED_OUT);
     }
     this.maybeFinish();
   }
