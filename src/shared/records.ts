@@ -47,6 +47,42 @@ export const OP_RESTORE = 24; //       a=tube, b=pri, c=delaySec, id; payload (4
 //                                     f64 created, u32 x5 counters, u32 pad, body (a job recovered from the log)
 export const OP_WAL_SYNC = 25; //      make everything logged so far durable now
 
+// workq requests (the workq protocol's jobs live in the same shards, in workers/engine/workq.ts).
+// `id` is the job's internal id: a number the main thread hands out per workq job (never reused),
+// mapped from the client's UUID on the main thread (src/route/workq.ts).
+export const OP_WQ_ADD = 32; //        a=queue, b=priority (int32 as u32), c=ttrMs, id; payload (WQ_ADD_FIXED bytes + payload):
+//                                     f64 ttlMs (0: never expires, a run job), f64 scheduleMs (NaN: not scheduled),
+//                                     f64 createdMs, u8 maxAttempts, u8 maxFails, u16 0, u32 0, 16 bytes UUID, body
+export const OP_WQ_LEASE = 33; //      a=queue count; payload u32[count] queue ids
+export const OP_WQ_PEEK = 34; //       a=queue count; payload u32[count] queue ids
+export const OP_WQ_LEASE_ID = 35; //   id: lease this job if it is still ready
+export const OP_WQ_COMPLETE = 36; //   id; payload: the result
+export const OP_WQ_FAIL = 37; //       id; payload: the result
+export const OP_WQ_DELETE = 38; //     id
+export const OP_WQ_RESULT = 39; //     id
+export const OP_WQ_RUN_END = 40; //    id: a run's wait timeout passed
+export const OP_WQ_LENS = 41; //       a=queue count; payload u32[count] queue ids
+export const OP_WQ_INSPECT_JOB = 42; // id
+export const OP_WQ_INSPECT_JOBS = 43; // a=queue, b=offset, c=limit, conn=1 scheduled / 0 ready
+/** Fixed bytes of OP_WQ_ADD's payload before the job's payload. */
+export const WQ_ADD_FIXED = 48;
+/** f64 fields of one job in R_WQ_JOBS / OP_WQ_INSPECT_JOB replies (see WQ_INFO_*), then 16 bytes UUID, then the payload. */
+export const WQ_INFO_FIELDS = 12;
+export const WQ_INFO_QUEUE = 0;
+export const WQ_INFO_PRIORITY = 1;
+export const WQ_INFO_TTR = 2;
+export const WQ_INFO_TTL = 3;
+export const WQ_INFO_MAX_ATTEMPTS = 4;
+export const WQ_INFO_ATTEMPTS = 5;
+export const WQ_INFO_MAX_FAILS = 6;
+export const WQ_INFO_FAILS = 7;
+export const WQ_INFO_STATE = 8;
+export const WQ_INFO_CREATED = 9;
+export const WQ_INFO_SCHEDULE = 10; // NaN: not scheduled
+export const WQ_INFO_PAYLOAD_LEN = 11;
+/** Bytes of one job's fixed part in those replies. */
+export const WQ_INFO_BYTES = WQ_INFO_FIELDS * 8 + 16;
+
 // Replies, shard -> main (one per request).
 export const R_NONE = 1; //   nothing found / refused
 export const R_OK = 2; //     a = small result (state, count, tube), value@24 = f64 (deadline...)
@@ -56,12 +92,33 @@ export const R_BEST = 4; //   b = pri, id@24
 export const R_NUMS = 5; //   a = count; payload f64[count]
 export const R_TUBES = 6; //  a = count released, b = tube count; payload u32[b] tubes that gained ready jobs
 
+// workq replies:
+//   OP_WQ_ADD          R_OK a = 1 ready / 2 scheduled, b = queue
+//   OP_WQ_LEASE(_ID)   R_JOB a = queue, b = 1 if that queue has more ready jobs, id; payload 16 bytes UUID + body; or R_NONE
+//   OP_WQ_PEEK         R_BEST a = queue, b = priority (u32 of the int32), id; payload f64 scheduleKey, f64 createdMs; or R_NONE
+//   OP_WQ_COMPLETE/FAIL R_OK a = WQ_DONE_OK / WQ_DONE_NOT_FOUND / WQ_DONE_DUPLICATE
+//   OP_WQ_DELETE       R_OK a = 1 deleted / 0 not found
+//   OP_WQ_RESULT       R_JOB a = state, b = 1 success / 0, id; payload the result (the job is completed or failed);
+//                      R_OK a = state (there, no result yet); R_NONE (gone)
+//   OP_WQ_RUN_END      like OP_WQ_RESULT when a result is there; R_OK a = 4 (leased) with f64 TTR deadline @24
+//                      (the job stays); otherwise the job is deleted and R_NONE
+//   OP_WQ_LENS         R_NUMS a = 2*count: ready, scheduled per queue
+//   OP_WQ_INSPECT_JOB  R_WQ_JOBS a = 1 (or R_NONE); OP_WQ_INSPECT_JOBS R_WQ_JOBS a = count
+export const R_WQ_JOBS = 7; //  a = count; payload count x (f64[WQ_INFO_FIELDS], 16 bytes UUID, payload)
+export const WQ_DONE_OK = 0;
+export const WQ_DONE_NOT_FOUND = 1;
+export const WQ_DONE_DUPLICATE = 2;
+
 // Events, shard -> main (unsolicited: they do not consume a FIFO entry).
 /** Byte 5 of a reply: the change is made in memory but the write-ahead log could not store it. */
 export const REPLY_FLAG_UNLOGGED = 5;
 
 export const E_READY = 64; //     a = tube that gained ready jobs by the clock (delay end, TTR end, unpause)
 export const E_TIMED_OUT = 65; // conn, id: a reservation ran out of time and went back to ready
+
+export const E_WQ_READY = 66; //  a = workq queue that gained ready jobs by the clock (schedule time, TTR requeue)
+export const E_WQ_DONE = 67; //   id: a workq job got its result by the clock (attempts used up at a TTR end)
+export const E_WQ_GONE = 68; //   id, a = 1 if it was evicted unprocessed: a workq job's TTL ended and it was removed
 
 export function isEvent(kind: number): boolean {
   return kind >= 64;

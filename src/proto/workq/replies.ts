@@ -114,12 +114,13 @@ function withBlock(head: string, data: Uint8Array, start: number, end: number): 
 }
 
 /**
- * lease: `+OK 1\r\n<id> <name> <ttr> <payload-size>\r\n<payload>\r\n`.
- * workq server: the TTR field is in the spec and in the server's later handler tests
- * (lease_test.go at b3610103); the 0.2.0 prot.OkJobResp still sent `<id> <name> <size>`.
+ * lease: `+OK 1\r\n<id> <name> <payload-size>\r\n<payload>\r\n`.
+ * workq server: no TTR field. The spec's example shows `<id> <name> <ttr> <size>`, but both the
+ * 0.2 server (prot.OkJobResp(id, name, payload)) and the go-workq client (readLeasedJob splits
+ * the line into exactly three fields) use three, so a TTR field would break that client.
  */
-export function leaseReply(idText: string, name: string, ttrMs: number, payload: Uint8Array, start = 0, end = payload.length): Buffer {
-  return withBlock(`+OK 1\r\n${idText} ${name} ${ttrMs} ${end - start}\r\n`, payload, start, end);
+export function leaseReply(idText: string, name: string, payload: Uint8Array, start = 0, end = payload.length): Buffer {
+  return withBlock(`+OK 1\r\n${idText} ${name} ${end - start}\r\n`, payload, start, end);
 }
 
 /** run and result: `+OK 1\r\n<id> <0|1> <result-size>\r\n<result>\r\n`. */
