@@ -98,7 +98,7 @@ describe('workq replies: time', () => {
 });
 
 describe('workq replies: jobs and results', () => {
-  it('lease: +OK 1, then <id> <name> <ttr> <size>, the payload', () => {
+  it('lease: +OK 1, then <id> <name> <size>, the payload', () => {
     expect(s(leaseReply(ID, 'ping', Buffer.from('ping')))).toBe(`+OK 1\r\n${ID} ping 4\r\nping\r\n`);
     const raw = Buffer.from('xx\r\n\0yy', 'latin1');
     expect(s(leaseReply(ID, 'q', raw, 2, 5))).toBe(`+OK 1\r\n${ID} q 3\r\n\r\n\0\r\n`);
