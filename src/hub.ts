@@ -10,12 +10,15 @@ import {
   K_SYNC, K_TOTALS, K_TOUCH,
 } from './proto/beanstalk/kinds.ts';
 import type { Session } from './proto/beanstalk/session.ts';
+import { K_WQ_FIRST } from './proto/workq/kinds.ts';
+import type { WorkqSession } from './proto/workq/session.ts';
+import { WorkqRouter } from './route/workq.ts';
 import { Coordinator } from './route/coordinator.ts';
 import { JobShardMap } from './route/jobmap.ts';
 import { ShardPool } from './route/shards.ts';
 import { TubeRegistry } from './route/tubes.ts';
 import {
-  E_READY, E_TIMED_OUT, HEADER_BYTES, OP_DROP_TUBE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME,
+  E_READY, E_TIMED_OUT, E_WQ_READY, HEADER_BYTES, OP_DROP_TUBE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME,
   OP_WAL_SYNC, R_JOB, R_OK, R_TUBES, REPLY_FLAG_UNLOGGED,
 } from './shared/records.ts';
 import type { RecoveredJob } from '../workers/wal/reader.ts';
@@ -50,7 +53,8 @@ const RESERVED_STATE = 2;
 
 export class Hub {
   readonly config: HubConfig;
-  readonly pool: ShardPool<Session>;
+  readonly pool: ShardPool<Session | WorkqSession>;
+  readonly workq: WorkqRouter;
   readonly tubes: TubeRegistry<Session>;
   readonly jobMap = new JobShardMap();
   readonly coordinator: Coordinator;
@@ -72,22 +76,26 @@ export class Hub {
   private readonly startedMs = Date.now();
   private readonly instanceId = randomBytes(8).toString('hex');
 
-  private dirty: Session[] = [];
+  private dirty: { flush(): void }[] = [];
   private flushScheduled = false;
 
   constructor(config: HubConfig) {
     this.config = config;
     this.earlyAck = config.wal === undefined;
     this.coordinator = new Coordinator(this);
-    this.pool = new ShardPool<Session>(
+    this.pool = new ShardPool<Session | WorkqSession>(
       { shards: config.shards, ringBytes: config.ringBytes, workerData: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults } },
       {
-        reply: (shard, kind, session, seq, buf, at) => this.onReply(shard, kind, session, seq, buf, at),
-        event: (_shard, buf, at) => this.onEvent(buf, at),
+        reply: (shard, kind, session, seq, buf, at) =>
+          kind >= K_WQ_FIRST
+            ? this.workq.onReply(shard, kind, session as WorkqSession | null, seq, buf, at)
+            : this.onReply(shard, kind, session as Session | null, seq, buf, at),
+        event: (shard, buf, at) => this.onEvent(shard, buf, at),
         batchDone: () => this.flushOutputs(),
         fatal: (shard, err) => this.onFatal(shard, err),
       },
     );
+    this.workq = new WorkqRouter(this.pool as ShardPool<unknown>, config.shards, () => this.flushSoon());
     this.tubes = new TubeRegistry<Session>(config.shards);
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');
@@ -158,7 +166,7 @@ export class Hub {
 
   // ---- output batching: one socket write per connection per turn ----
 
-  markDirty(s: Session): void {
+  markDirty(s: { flush(): void }): void {
     this.dirty.push(s);
     this.flushSoon();
   }
@@ -290,9 +298,11 @@ export class Hub {
     if (t !== undefined) this.coordinator.tubeReady(t);
   }
 
-  private onEvent(buf: Buffer, at: number): void {
+  private onEvent(shard: number, buf: Buffer, at: number): void {
     const kind = buf[at + 4];
-    if (kind === E_READY) {
+    if (kind >= E_WQ_READY) {
+      this.workq.onEvent(buf, at, shard);
+    } else if (kind === E_READY) {
       this.readyIn(buf.readUInt32LE(at + 12));
     } else if (kind === E_TIMED_OUT) {
       const s = this.sessions.get(buf.readUInt32LE(at + 8));

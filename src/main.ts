@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { VERSION } from './hub.ts';
 import { makeLogger } from './log.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
-import { FSYNC_MS_DEFAULT, HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer } from './server.ts';
+import { FSYNC_MS_DEFAULT, HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer, WORKQ_PORT_DEFAULT } from './server.ts';
 import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
 
 const USAGE = `Usage: shardstalk [OPTIONS]
@@ -18,6 +18,9 @@ Options:
  -F           never fsync
  -s BYTES     size of each write-ahead log file (default is ${SEGMENT_BYTES_DEFAULT})
  --binlog-skip-corrupt  start even if the log is damaged in the middle, losing the jobs in damaged records
+ --workq-listen HOST:PORT  serve the workq protocol there (default is ${HOST_DEFAULT}:${WORKQ_PORT_DEFAULT}; if that
+              default port is taken, shardstalk warns and serves beanstalk only)
+ --no-workq   do not serve the workq protocol
  --shards N   queue shards, one worker thread each (default: cores - 1, at least 1; here ${shardsDefault()})
  -V           increase verbosity (info; -V debug; -VV trace)
  -v, --version  show version information
@@ -50,6 +53,8 @@ try {
       s: { type: 'string' },
       'binlog-skip-corrupt': { type: 'boolean' },
       shards: { type: 'string' },
+      'workq-listen': { type: 'string' },
+      'no-workq': { type: 'boolean' },
       V: { type: 'boolean', multiple: true },
       v: { type: 'boolean' },
       version: { type: 'boolean' },
@@ -71,6 +76,18 @@ if (o.v || o.version) {
   process.exit(0);
 }
 
+function hostPort(v: string): { host: string; port: number } {
+  const m = /^(.*):(\d+)$/.exec(v);
+  if (m === null || m[1] === '') fail(`--workq-listen wants HOST:PORT, got "${v}"`);
+  const port = intArg('--workq-listen port', m[2], 0, 65535) as number;
+  // [::1]:9922 -> ::1
+  const host = m[1].startsWith('[') && m[1].endsWith(']') ? m[1].slice(1, -1) : m[1];
+  return { host, port };
+}
+if (o['no-workq'] && o['workq-listen'] !== undefined) fail('--no-workq and --workq-listen contradict each other');
+const workqExplicit = o['workq-listen'] !== undefined;
+const workq = o['no-workq'] ? null : workqExplicit ? hostPort(o['workq-listen'] as string) : { host: HOST_DEFAULT, port: WORKQ_PORT_DEFAULT };
+
 const verbosity = o.V?.length ?? 0;
 const log = makeLogger(verbosity === 0 ? 'info' : verbosity === 1 ? 'debug' : 'trace');
 const server = await startServer({
@@ -83,6 +100,8 @@ const server = await startServer({
   noFsync: o.F ?? false,
   binlogSegmentBytes: intArg('-s', o.s, 4096, 2 ** 31 - 1),
   binlogSkipCorrupt: o['binlog-skip-corrupt'] ?? false,
+  workq,
+  workqOptional: !workqExplicit,
   logger: log,
 }).catch((err: Error) => {
   log.fatal({ err: err.message }, 'cannot start');

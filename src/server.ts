@@ -8,10 +8,12 @@ import { lockDir, type DirLock } from '../workers/wal/lock.ts';
 import { recover, removeGenerationsBefore, WalCorruptError, type RecoveredJob, type RecoverResult } from '../workers/wal/reader.ts';
 import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
 import { makeLogger, type Logger } from './log.ts';
-import { listenBeanstalk } from './net/listener.ts';
+import { listenBeanstalk, listenWorkq } from './net/listener.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
 
 export const PORT_DEFAULT = 11300;
+/** The workq protocol's port (github.com/iamduo/workq). */
+export const WORKQ_PORT_DEFAULT = 9922;
 export const HOST_DEFAULT = '127.0.0.1';
 /** beanstalkd's -f default: fsync at most every 50 ms. */
 export const FSYNC_MS_DEFAULT = 50;
@@ -40,6 +42,10 @@ export interface ServerOptions {
   binlogSkipCorrupt?: boolean;
   /** Test hook: Int32 word 0 = how many coming log writes fail with ENOSPC. */
   walFaults?: SharedArrayBuffer;
+  /** Also serve the workq protocol on this address (the command line's default is 127.0.0.1:9922; here, off unless given). */
+  workq?: { host: string; port: number } | null;
+  /** When the workq address cannot be bound (the default port taken), warn and serve beanstalk only. */
+  workqOptional?: boolean;
 }
 
 export interface RunningServer {
@@ -47,6 +53,8 @@ export interface RunningServer {
   readonly host: string;
   readonly shards: number;
   readonly hub: Hub;
+  /** The workq port, or null when workq is off. */
+  readonly workqPort: number | null;
   /** Drain mode (SIGUSR1): puts are answered DRAINING. */
   drain(): void;
   close(): Promise<void>;
@@ -95,6 +103,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     process.exit(70);
   };
   let server: net.Server;
+  let workqServer: net.Server | null = null;
   try {
     await hub.pool.ready();
     if (recovered !== null && wal !== undefined) {
@@ -110,6 +119,17 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       recovered = null;
     }
     server = await listenBeanstalk(hub, host, opts.port ?? PORT_DEFAULT, log);
+    if (opts.workq) {
+      try {
+        workqServer = await listenWorkq(hub, opts.workq.host, opts.workq.port, log);
+      } catch (err) {
+        if (!opts.workqOptional) {
+          server.close();
+          throw err;
+        }
+        log.warn({ host: opts.workq.host, port: opts.workq.port, err: (err as Error).message }, 'cannot listen for workq; serving beanstalk only');
+      }
+    }
   } catch (err) {
     await hub.close();
     lock?.unlock();
@@ -118,25 +138,35 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const addr = server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
   log.info({ host, port, shards }, 'listening (beanstalk)');
+  let workqPort: number | null = null;
+  if (workqServer !== null) {
+    const waddr = workqServer.address();
+    workqPort = typeof waddr === 'object' && waddr !== null ? waddr.port : 0;
+    log.info({ host: opts.workq?.host, port: workqPort }, 'listening (workq)');
+  }
   const sockets = new Set<net.Socket>();
-  server.on('connection', (s) => {
+  const track = (s: net.Socket): void => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
-  });
+  };
+  server.on('connection', track);
+  workqServer?.on('connection', track);
   return {
     port,
     host,
     shards,
     hub,
+    workqPort,
     drain() {
       hub.draining = true;
       log.info('drain mode: new jobs are refused');
     },
     async close() {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-      });
+      await Promise.all(
+        [server, workqServer].map(
+          (srv) => new Promise<void>((resolve) => (srv === null ? resolve() : srv.close(() => resolve()))),
+        ).concat([Promise.resolve().then(() => { for (const s of sockets) s.destroy(); })]),
+      );
       await hub.close();
       lock?.unlock();
     },

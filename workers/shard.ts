@@ -11,13 +11,14 @@ import {
   E_READY, E_TIMED_OUT, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
   OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BEST, OP_PEEK_BURIED, OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT,
   OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_IF_READY, OP_RESERVE_JOB, OP_RESTORE,
-  OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, R_BEST, R_JOB,
+  OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_INSPECT_JOBS, R_BEST, R_JOB,
   R_NONE, R_NUMS, R_OK, R_TUBES, RecordReader, RecordWriter, REPLY_FLAG_UNLOGGED,
 } from '../src/shared/records.ts';
 import { Ring } from '../src/shared/ring.ts';
 import type { WalConfig } from '../src/hub.ts';
 import { makeLogger } from '../src/log.ts';
 import { Engine } from './engine/engine.ts';
+import { WorkqOps } from './workq-ops.ts';
 import { fullRecordBytes, nodeIo, Wal, WalWriteError, type WalIo } from './wal/index.ts';
 
 /** The real file system, except that writes fail with ENOSPC while the test says so. */
@@ -88,6 +89,8 @@ let compactSeq = -1;
 let compactCursor = 0;
 const reader = new RecordReader();
 const out = new RecordWriter();
+/** The workq protocol's jobs of this shard. */
+const workq = new WorkqOps(out);
 const nums = new Float64Array(16);
 let tubeScratch = new Int32Array(64);
 
@@ -376,6 +379,10 @@ function handle(buf: Buffer, at: number, now: number): void {
       return;
     }
     default:
+      if (op >= OP_WQ_ADD && op <= OP_WQ_INSPECT_JOBS) {
+        workq.handle(op, buf, at, now);
+        return;
+      }
       throw new Error(`shard ${data.index}: unknown op ${op}`);
   }
 }
@@ -430,7 +437,7 @@ function loop(): void {
       while ((at = reader.next()) !== -1) handle(reader.buf, at, now);
     }
     const now = Date.now();
-    const next = engine.tick(now, sink);
+    const next = Math.min(engine.tick(now, sink), workq.tick(now));
     for (const tube of readyList) {
       readyMark[tube] = 0;
       out.header(E_READY, 0, 0, tube, 0, 0, 0);

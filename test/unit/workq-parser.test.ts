@@ -68,7 +68,7 @@ class Recorder implements WorkqSink {
     this.log.push(s.slice(0, -2));
     return true;
   }
-  close(): void {
+  drop(): void {
     this.log.push('CLOSE');
   }
 }

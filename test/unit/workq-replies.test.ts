@@ -86,7 +86,7 @@ describe('workq replies: time', () => {
           return true;
         },
         reply: () => true,
-        close: () => {},
+        drop: () => {},
       },
       { clock: () => 0 },
     );

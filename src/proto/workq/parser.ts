@@ -85,7 +85,7 @@ export interface WorkqSink {
    * connection is dropped without a reply. The session should close; the parser ignores
    * everything after.
    */
-  close(): void;
+  drop(): void;
 }
 
 export interface ParserOptions {
@@ -354,7 +354,7 @@ export class Parser extends StreamParser {
     // ErrReadErr, on which the server closes the connection without a reply. So do we.
     if (lf === s || buf[lf - 1] !== CR) {
       this.state = S_CLOSED;
-      this.sink.close();
+      this.sink.drop();
       return;
     }
     if (!this.dispatch(buf, s, lf - 1)) this.paused = true;

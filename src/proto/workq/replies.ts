@@ -212,3 +212,16 @@ export function inspectServerReply(activeClients: number, evictedJobs: number, s
       `started ${formatTime(startedMs)}\r\n`,
   );
 }
+
+const HEX_DIGITS = '0123456789abcdef';
+
+/** A 16-byte UUID in canonical lowercase form (uuid.String()). */
+export function uuidText(b: Uint8Array, at = 0): string {
+  let s = '';
+  for (let i = 0; i < 16; i++) {
+    if (i === 4 || i === 6 || i === 8 || i === 10) s += '-';
+    const v = b[at + i];
+    s += HEX_DIGITS[v >> 4] + HEX_DIGITS[v & 15];
+  }
+  return s;
+}

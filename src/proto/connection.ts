@@ -1,0 +1,209 @@
+// What every protocol's connection shares: replies kept in command order, one socket write per
+// event-loop turn, and backpressure on both sides (too many replies owed, a peer that does not
+// read, a peer that sends faster than its commands can run).
+//
+// A command takes a numbered reply slot (`nextSeq`); its reply fills the slot (`complete`) when
+// it is known — at once, or when a shard answers — and replies leave strictly in slot order.
+// Reasons to stop parsing are bits (`block` / `unblock`): this class owns B_PENDING, B_OUTPUT and
+// B_QUIT; subclasses use the other bits for their own reasons (a blocking command, a barrier).
+//
+// Nothing here knows about sockets or threads: the transport is an interface, so a connection
+// can run on any thread that owns the socket.
+
+import type { StreamParser } from './stream.ts';
+
+export interface Transport {
+  /** Returns false when the peer is not reading fast enough (stop producing). */
+  write(data: Buffer): boolean;
+  end(): void;
+  /** Stop / restart reading from the peer (backpressure on input). */
+  pauseReading(): void;
+  resumeReading(): void;
+  /** Reply bytes accepted by write() but not yet sent. */
+  bufferedOut(): number;
+}
+
+/** Batches output: a connection with new replies is flushed once at the end of the turn. */
+export interface OutputScheduler {
+  markDirty(c: { flush(): void }): void;
+  flushSoon(): void;
+}
+
+/**
+ * Commands of one connection whose replies are not sent yet, before it stops parsing more. Deep
+ * enough for full speed (a shard round trip is tens of microseconds), shallow enough that the
+ * replies it can owe are bounded: at most this many job bodies.
+ */
+export const PENDING_REPLIES_MAX = 128;
+/** Reply bytes queued for a connection (ours plus the socket's) before it stops parsing commands. */
+export const OUTPUT_BUFFERED_MAX = 1024 * 1024;
+/**
+ * Received bytes a held connection may buffer before we stop reading its socket. Reading goes on
+ * below it, so a client that hangs up while its blocking command waits is still noticed; above
+ * it the kernel's socket buffers push back on the client.
+ */
+export const INPUT_BUFFERED_MAX = 1024 * 1024;
+
+export const B_PENDING = 4; // too many replies outstanding
+export const B_OUTPUT = 8; //  the peer is not reading
+export const B_QUIT = 16; //   close once every reply is out
+
+export abstract class Connection {
+  readonly connId: number;
+  readonly transport: Transport;
+  closed = false;
+  /** The peer will send nothing more (TCP FIN). */
+  halfClosed = false;
+
+  protected abstract readonly parser: StreamParser;
+  private readonly scheduler: OutputScheduler;
+
+  // Replies in command order: slot seq lives at seq % slots.length.
+  private slots: (Buffer | undefined)[] = new Array(64);
+  protected slotHead = 0; // seq of the oldest reply not yet sent
+  protected slotNext = 0; // seq of the next command
+  private out: Buffer[] = [];
+  private outBytes = 0;
+  private dirty = false;
+  protected blocked = 0;
+  private readingPaused = false;
+
+  constructor(scheduler: OutputScheduler, connId: number, transport: Transport) {
+    this.scheduler = scheduler;
+    this.connId = connId;
+    this.transport = transport;
+  }
+
+  // ---- input ----
+
+  receive(chunk: Buffer): void {
+    if (this.closed) return;
+    this.parser.push(chunk);
+    if (!this.readingPaused && this.parser.bufferedBytes > INPUT_BUFFERED_MAX) {
+      this.readingPaused = true;
+      this.transport.pauseReading();
+    }
+    this.scheduler.flushSoon();
+  }
+
+  protected block(bit: number): void {
+    this.blocked |= bit;
+    this.parser.pause();
+  }
+
+  protected unblock(bit: number): void {
+    if ((this.blocked & bit) === 0) return;
+    this.blocked &= ~bit;
+    if (this.blocked === 0 && !this.closed) {
+      this.parser.resume();
+      if (this.readingPaused && this.parser.bufferedBytes <= INPUT_BUFFERED_MAX) {
+        this.readingPaused = false;
+        this.transport.resumeReading();
+      }
+      if (this.halfClosed) this.maybeFinish();
+    }
+  }
+
+  /** The transport drained: read commands again. */
+  drained(): void {
+    this.unblock(B_OUTPUT);
+  }
+
+  // ---- replies in order ----
+
+  protected nextSeq(): number {
+    const seq = this.slotNext++;
+    if (this.slotNext - this.slotHead > this.slots.length) {
+      // Grow the ring, keeping each pending slot at seq % length.
+      const old = this.slots;
+      const next: (Buffer | undefined)[] = new Array(old.length * 2);
+      for (let s = this.slotHead; s < seq; s++) next[s % next.length] = old[s % old.length];
+      this.slots = next;
+    }
+    if (this.slotNext - this.slotHead >= PENDING_REPLIES_MAX) this.block(B_PENDING);
+    return seq;
+  }
+
+  /** The reply of command `seq` is known (seq -1: it was answered already). */
+  complete(seq: number, reply: Buffer): void {
+    if (this.closed || seq < 0) return;
+    if (seq !== this.slotHead) {
+      this.slots[seq % this.slots.length] = reply;
+      return;
+    }
+    this.emit(reply);
+    this.slotHead++;
+    for (;;) {
+      const i = this.slotHead % this.slots.length;
+      const r = this.slots[i];
+      if (this.slotHead === this.slotNext || r === undefined) break;
+      this.slots[i] = undefined;
+      this.emit(r);
+      this.slotHead++;
+    }
+    if ((this.blocked & B_PENDING) !== 0 && this.slotNext - this.slotHead < PENDING_REPLIES_MAX / 2) {
+      this.unblock(B_PENDING);
+    }
+    if ((this.blocked & B_QUIT) !== 0 && this.slotHead === this.slotNext) this.closeAfterFlush();
+    else if (this.halfClosed) this.maybeFinish();
+  }
+
+  /** A reply decided now, in order after everything pending. Returns whether parsing may go on. */
+  protected answer(reply: Buffer): boolean {
+    this.complete(this.nextSeq(), reply);
+    return this.blocked === 0;
+  }
+
+  private emit(reply: Buffer): void {
+    this.out.push(reply);
+    this.outBytes += reply.length;
+    if (this.outBytes > OUTPUT_BUFFERED_MAX && (this.blocked & B_OUTPUT) === 0) this.block(B_OUTPUT);
+    if (!this.dirty) {
+      this.dirty = true;
+      this.scheduler.markDirty(this);
+    }
+  }
+
+  /** Writes what this turn produced with one write call. */
+  flush(): void {
+    this.dirty = false;
+    if (this.closed || this.out.length === 0) return;
+    const data = this.out.length === 1 ? this.out[0] : Buffer.concat(this.out);
+    this.out = [];
+    this.outBytes = 0;
+    // Below the socket's high-water mark: go on reading; above it, wait for 'drain'.
+    if (this.transport.write(data)) this.unblock(B_OUTPUT);
+    else this.block(B_OUTPUT);
+  }
+
+  // ---- closing ----
+
+  /** Every command received has been answered and nothing holds the parser: close if the peer is done. */
+  protected maybeFinish(): void {
+    if (this.closed || this.blocked !== 0 || this.slotHead !== this.slotNext) return;
+    if (this.parser.bufferedBytes > 0) return;
+    this.closeAfterFlush();
+  }
+
+  protected closeAfterFlush(): void {
+    this.flush();
+    this.transport.end();
+    this.close();
+  }
+
+  /** The peer shut its sending side: finish the commands already received, then close. */
+  halfClose(): void {
+    this.halfClosed = true;
+    this.maybeFinish();
+  }
+
+  /** The connection is gone. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onClose();
+  }
+
+  /** Give back what the connection held (subclasses). */
+  protected abstract onClose(): void;
+}

@@ -1,0 +1,16 @@
+// What the main thread does with a shard's next reply to a workq request (the beanstalk kinds
+// are below 32, see ../beanstalk/kinds.ts; the hub hands every kind from K_WQ_FIRST on to the
+// workq router).
+
+export const K_WQ_FIRST = 40;
+export const K_WQ_ADD = 40; //        add, schedule, run: wake a leaser when the job is ready
+export const K_WQ_LEASE = 41; //      one shard picks and leases
+export const K_WQ_PEEK = 42; //       several shards: each names its best candidate
+export const K_WQ_LEASE_ID = 43; //   ...and the winner is leased by id
+export const K_WQ_DONE = 44; //       complete, fail
+export const K_WQ_DELETE = 45; //     delete (answered at once; the reply is ignored)
+export const K_WQ_RESULT = 46; //     result: there now, or wait
+export const K_WQ_WAKE = 47; //       a job got its result: fetch it for the connections waiting on it
+export const K_WQ_RUN_END = 48; //    a run's wait timeout passed
+export const K_WQ_LENS = 49; //       inspect queue(s)
+export const K_WQ_INSPECT = 50; //    inspect job, inspect (scheduled-)jobs

@@ -1,0 +1,291 @@
+// One workq connection: the parser's sink, and replies in command order.
+//
+// The real server runs one command of a connection at a time. Here commands that only need the
+// main thread's state (add's duplicate check, delete, inspect server, an unknown id) answer at
+// once, complete and fail go to their job's shard and answer when it replies, and the commands
+// that block or gather (lease, run, result, inspect of queues and jobs) hold the parser until they
+// are answered, so a pipeline sees the server's one-at-a-time order.
+
+import { Connection, type OutputScheduler, type Transport } from '../connection.ts';
+import type { WorkqRouter, WqQueue } from '../../route/workq.ts';
+import { WorkqRouter as Router } from '../../route/workq.ts';
+import {
+  HEADER_BYTES, OP_WQ_ADD, OP_WQ_COMPLETE, OP_WQ_FAIL, OP_WQ_INSPECT_JOB, OP_WQ_INSPECT_JOBS,
+  OP_WQ_LENS, OP_WQ_RESULT, R_JOB, R_NUMS, R_OK, R_WQ_JOBS, WQ_ADD_FIXED, WQ_DONE_NOT_FOUND,
+  WQ_DONE_OK, WQ_INFO_ATTEMPTS, WQ_INFO_BYTES, WQ_INFO_CREATED, WQ_INFO_FAILS, WQ_INFO_FIELDS,
+  WQ_INFO_MAX_ATTEMPTS, WQ_INFO_MAX_FAILS, WQ_INFO_PAYLOAD_LEN, WQ_INFO_PRIORITY, WQ_INFO_QUEUE,
+  WQ_INFO_SCHEDULE, WQ_INFO_STATE, WQ_INFO_TTL, WQ_INFO_TTR,
+} from '../../shared/records.ts';
+import {
+  CMD_ADD, CMD_COMPLETE, CMD_DELETE, CMD_FAIL, CMD_INSPECT_JOB, CMD_INSPECT_JOBS, CMD_INSPECT_QUEUE,
+  CMD_INSPECT_QUEUES, CMD_INSPECT_SCHEDULED_JOBS, CMD_INSPECT_SERVER, CMD_LEASE, CMD_RESULT, CMD_RUN,
+  CMD_SCHEDULE,
+} from './commands.ts';
+import { K_WQ_ADD, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LENS, K_WQ_RESULT } from './kinds.ts';
+import { Parser, type WorkqSink } from './parser.ts';
+import {
+  inspectReply, inspectServerReply, jobBlock, queueBlock, REPLY_DUPLICATE_JOB, REPLY_DUPLICATE_RESULT,
+  REPLY_NOT_FOUND, REPLY_OK, REPLY_OK_0, uuidText,
+} from './replies.ts';
+
+const B_WAIT = 1; // a blocking or gathering command is being answered
+
+export class WorkqSession extends Connection implements WorkqSink {
+  protected readonly parser: Parser;
+  private readonly router: WorkqRouter;
+
+  // lease state (the router drives it)
+  leaseSeq = 0;
+  leaseQueues: WqQueue[] = [];
+  leaseDeadline = 0;
+  leaseTimer: ReturnType<typeof setTimeout> | null = null;
+  attempting = false;
+  attemptEpoch = 0;
+  waiting = false;
+  timerDue = false;
+  gatherLeft = 0;
+  bestId = 0;
+  bestShard = -1;
+  bestPriority = 0;
+  bestSchedKey = 0;
+  bestCreated = 0;
+
+  // result: what the reply needs
+  private waitId = 0;
+  private waitShard = 0;
+  private waitIdText = '';
+  private waitTimeoutMs = 0;
+
+  // inspect queue(s): lengths gathered from the shards
+  private lensNames: string[] = [];
+  private lensAt: number[][] = []; // per shard: indexes into lensNames, in request order
+  private lens: Float64Array = new Float64Array(0);
+  private lensLeft = 0;
+
+  constructor(scheduler: OutputScheduler, router: WorkqRouter, connId: number, transport: Transport) {
+    super(scheduler, connId, transport);
+    this.router = router;
+    this.parser = new Parser(this);
+    router.clients++;
+  }
+
+  // ---- the parser's sink ----
+
+  reply(msg: Buffer): boolean {
+    return this.answer(msg);
+  }
+
+  /** workq server: a line ending in a bare \n is a read error there and the connection drops. */
+  drop(): void {
+    if (!this.closed) this.closeAfterFlush();
+  }
+
+  command(cmd: number): boolean {
+    const p = this.parser;
+    const router = this.router;
+    switch (cmd) {
+      case CMD_ADD:
+      case CMD_SCHEDULE:
+      case CMD_RUN:
+        return this.add(cmd);
+      case CMD_LEASE: {
+        const queues: WqQueue[] = [];
+        for (const name of p.names) queues.push(router.findOrMakeQueue(name));
+        const seq = this.nextSeq();
+        this.block(B_WAIT);
+        router.lease(this, seq, queues, p.timeoutMs);
+        return false;
+      }
+      case CMD_COMPLETE:
+      case CMD_FAIL: {
+        const i = router.uuids.lookup(p.id);
+        if (i === -1) return this.answer(REPLY_NOT_FOUND);
+        const id = router.uuids.idAt(i);
+        const seq = this.nextSeq();
+        const w = router.request(router.uuids.shardAt(i), K_WQ_DONE, this, seq);
+        w.header(cmd === CMD_COMPLETE ? OP_WQ_COMPLETE : OP_WQ_FAIL, p.bodyEnd - p.bodyStart, 0, 0, 0, 0, id);
+        w.bytes(p.body, p.bodyStart, p.bodyEnd);
+        return this.blocked === 0;
+      }
+      case CMD_DELETE: {
+        const i = router.uuids.lookup(p.id);
+        if (i === -1) return this.answer(REPLY_NOT_FOUND);
+        router.deleteJob(p.id, router.uuids.idAt(i), router.uuids.shardAt(i));
+        return this.answer(REPLY_OK);
+      }
+      case CMD_RESULT: {
+        const i = router.uuids.lookup(p.id);
+        if (i === -1) return this.answer(REPLY_NOT_FOUND);
+        this.waitId = router.uuids.idAt(i);
+        this.waitShard = router.uuids.shardAt(i);
+        this.waitIdText = p.idText;
+        this.waitTimeoutMs = p.timeoutMs;
+        const seq = this.nextSeq();
+        this.block(B_WAIT);
+        router.request(this.waitShard, K_WQ_RESULT, this, seq).header(OP_WQ_RESULT, 0, 0, 0, 0, 0, this.waitId);
+        return false;
+      }
+      case CMD_INSPECT_SERVER:
+        return this.answer(inspectServerReply(router.clients, router.evicted, router.startedMs));
+      case CMD_INSPECT_QUEUES: {
+        const names = router.sortedNames();
+        if (p.offset >= names.length) return this.answer(REPLY_OK_0);
+        return this.gatherLens(names.slice(p.offset, p.offset + p.limit));
+      }
+      case CMD_INSPECT_QUEUE:
+        if (router.queue(p.name) === undefined) return this.answer(REPLY_NOT_FOUND);
+        return this.gatherLens([p.name]);
+      case CMD_INSPECT_JOBS:
+      case CMD_INSPECT_SCHEDULED_JOBS: {
+        const q = router.queue(p.name);
+        if (q === undefined) return this.answer(REPLY_NOT_FOUND);
+        const seq = this.nextSeq();
+        this.block(B_WAIT);
+        const scheduled = cmd === CMD_INSPECT_SCHEDULED_JOBS ? 1 : 0;
+        router.request(q.shard, K_WQ_INSPECT, this, seq).header(OP_WQ_INSPECT_JOBS, 0, scheduled, q.id, p.offset, p.limit, 0);
+        return false;
+      }
+      case CMD_INSPECT_JOB: {
+        const i = router.uuids.lookup(p.id);
+        if (i === -1) return this.answer(REPLY_NOT_FOUND);
+        const seq = this.nextSeq();
+        this.block(B_WAIT);
+        router.request(router.uuids.shardAt(i), K_WQ_INSPECT, this, seq).header(OP_WQ_INSPECT_JOB, 0, 0, 0, 0, 0, router.uuids.idAt(i));
+        return false;
+      }
+    }
+    throw new Error(`workq command ${cmd} has no handler`);
+  }
+
+  /** add, schedule, run: the UUID is taken on the main thread, so a duplicate is known at once. */
+  private add(cmd: number): boolean {
+    const p = this.parser;
+    const router = this.router;
+    const q = router.findOrMakeQueue(p.name);
+    const id = router.newId();
+    if (!router.uuids.insert(p.id, 0, id, q.shard)) return this.answer(REPLY_DUPLICATE_JOB);
+    const run = cmd === CMD_RUN;
+    const scheduled = cmd === CMD_SCHEDULE && !p.scheduleZero;
+    const len = p.bodyEnd - p.bodyStart;
+    const w = router.request(q.shard, K_WQ_ADD, null, 0);
+    w.header(OP_WQ_ADD, WQ_ADD_FIXED + len, 0, q.id, p.priority, p.ttrMs, id);
+    w.f64(run ? 0 : p.ttlMs); // a run's job has no TTL: it is deleted when the run returns
+    w.f64(scheduled ? p.scheduleMs : NaN);
+    w.f64(Date.now());
+    w.u32(run ? 0 : p.maxAttempts | (p.maxFails << 8));
+    w.u32(0);
+    w.bytes(p.id, 0, 16);
+    w.bytes(p.body, p.bodyStart, p.bodyEnd);
+    if (!run) return this.answer(REPLY_OK);
+    const seq = this.nextSeq();
+    this.block(B_WAIT);
+    router.waitResult(this, seq, id, q.shard, p.idText, p.timeoutMs, Uint8Array.from(p.id));
+    return false;
+  }
+
+  /** inspect queue / queues: ready and scheduled lengths of each named queue, from its shard. */
+  private gatherLens(names: string[]): boolean {
+    const router = this.router;
+    this.lensNames = names;
+    this.lens = new Float64Array(names.length * 2);
+    this.lensAt = [];
+    const seq = this.nextSeq();
+    this.block(B_WAIT);
+    const byShard = new Map<number, number[]>();
+    names.forEach((name, i) => {
+      const shard = (router.queue(name) as WqQueue).shard;
+      let list = byShard.get(shard);
+      if (list === undefined) byShard.set(shard, (list = []));
+      list.push(i);
+    });
+    this.lensLeft = byShard.size;
+    for (const [shard, list] of byShard) {
+      this.lensAt[shard] = list;
+      const w = router.request(shard, K_WQ_LENS, this, seq);
+      w.header(OP_WQ_LENS, list.length * 4, 0, list.length, 0, 0, 0);
+      for (const i of list) w.u32((router.queue(names[i]) as WqQueue).id);
+    }
+    return false;
+  }
+
+  // ---- answers ----
+
+  /** The blocking command `seq` is answered: send it and read on. */
+  answered(seq: number, reply: Buffer): void {
+    this.complete(seq, reply);
+    this.unblock(B_WAIT);
+  }
+
+  onShardReply(kind: number, seq: number, rk: number, buf: Buffer, at: number, shard: number): void {
+    switch (kind) {
+      case K_WQ_DONE: {
+        const code = buf.readUInt32LE(at + 12);
+        if (code === WQ_DONE_OK) {
+          this.complete(seq, REPLY_OK);
+          this.router.processed(buf.readDoubleLE(at + 24), shard);
+        } else {
+          this.complete(seq, code === WQ_DONE_NOT_FOUND ? REPLY_NOT_FOUND : REPLY_DUPLICATE_RESULT);
+        }
+        return;
+      }
+      case K_WQ_RESULT:
+        if (rk === R_JOB) this.answered(seq, Router.resultOf(this.waitIdText, buf, at));
+        else if (rk === R_OK) this.router.waitResult(this, seq, this.waitId, this.waitShard, this.waitIdText, this.waitTimeoutMs, null);
+        else this.answered(seq, REPLY_NOT_FOUND);
+        return;
+      case K_WQ_LENS: {
+        if (rk === R_NUMS) {
+          const list = this.lensAt[shard];
+          for (let k = 0; k < list.length; k++) {
+            this.lens[list[k] * 2] = buf.readDoubleLE(at + HEADER_BYTES + k * 16);
+            this.lens[list[k] * 2 + 1] = buf.readDoubleLE(at + HEADER_BYTES + k * 16 + 8);
+          }
+        }
+        if (--this.lensLeft > 0) return;
+        const blocks = this.lensNames.map((name, i) => queueBlock(name, this.lens[i * 2], this.lens[i * 2 + 1]));
+        this.lensNames = [];
+        this.answered(seq, inspectReply(blocks));
+        return;
+      }
+      case K_WQ_INSPECT: {
+        if (rk !== R_WQ_JOBS) {
+          this.answered(seq, REPLY_NOT_FOUND);
+          return;
+        }
+        const count = buf.readUInt32LE(at + 12);
+        const blocks: Buffer[] = [];
+        let p = at + HEADER_BYTES;
+        for (let k = 0; k < count; k++) {
+          const f = (field: number): number => buf.readDoubleLE(p + field * 8);
+          const payloadLen = f(WQ_INFO_PAYLOAD_LEN);
+          const uuidAt = p + WQ_INFO_FIELDS * 8;
+          const schedule = f(WQ_INFO_SCHEDULE);
+          blocks.push(
+            jobBlock({
+              idText: uuidText(buf, uuidAt),
+              name: this.router.queueById(f(WQ_INFO_QUEUE))?.name ?? '',
+              ttrMs: f(WQ_INFO_TTR),
+              ttlMs: f(WQ_INFO_TTL),
+              payload: buf.subarray(uuidAt + 16, uuidAt + 16 + payloadLen),
+              maxAttempts: f(WQ_INFO_MAX_ATTEMPTS),
+              attempts: f(WQ_INFO_ATTEMPTS),
+              maxFails: f(WQ_INFO_MAX_FAILS),
+              fails: f(WQ_INFO_FAILS),
+              priority: f(WQ_INFO_PRIORITY),
+              state: f(WQ_INFO_STATE),
+              createdMs: f(WQ_INFO_CREATED),
+              scheduleMs: Number.isNaN(schedule) ? null : schedule,
+            }),
+          );
+          p += WQ_INFO_BYTES + payloadLen;
+        }
+        this.answered(seq, inspectReply(blocks));
+        return;
+      }
+    }
+  }
+
+  protected onClose(): void {
+    this.router.sessionClosed(this);
+  }
+}

@@ -1,0 +1,438 @@
+// The main thread's side of the workq protocol: job UUIDs -> shards, queue names -> shards, the
+// lease fan-in across shards, and the connections blocked in run / result.
+//
+// Jobs live in the shards (workers/engine/workq.ts), each queue on the shard its name hashes to
+// (the same hash as beanstalk tubes). A UUID maps to a small internal id, never reused, so a late
+// "gone" from a shard cannot remove a newer job that took the same UUID.
+//
+// lease: all names on one shard -> one request, the shard picks and leases. Several shards ->
+// each names its best ready job (priority, then time), the winner is leased by id, and if it
+// went meanwhile we start over. Nothing ready: the connection waits on each queue until a job
+// becomes ready there or its timeout passes. As in the beanstalk coordinator, every "queue got a
+// ready job" stamps the queue with a new epoch, and an attempt that found nothing retries when
+// one of its queues was stamped after it started, so no wake-up is lost.
+//
+// run / result: a connection waiting for a job's result is a waiter on the job's internal id.
+// When a complete/fail is confirmed by the shard (or the shard fails a job by the clock), the
+// result is fetched once from the shard and sent to every waiter.
+
+import type { ShardPool } from './shards.ts';
+import { UuidMap } from './uuidmap.ts';
+import { shardOf } from './hash.ts';
+import {
+  HEADER_BYTES, OP_WQ_DELETE, OP_WQ_LEASE, OP_WQ_LEASE_ID, OP_WQ_PEEK, OP_WQ_RESULT, OP_WQ_RUN_END,
+  R_BEST, R_JOB, R_OK, E_WQ_DONE, E_WQ_GONE, E_WQ_READY,
+} from '../shared/records.ts';
+import {
+  K_WQ_ADD, K_WQ_DELETE, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LEASE, K_WQ_LEASE_ID, K_WQ_LENS, K_WQ_PEEK,
+  K_WQ_RESULT, K_WQ_RUN_END, K_WQ_WAKE,
+} from '../proto/workq/kinds.ts';
+import { leaseReply, REPLY_TIMEOUT, resultReply, uuidText } from '../proto/workq/replies.ts';
+import type { WorkqSession } from '../proto/workq/session.ts';
+
+/** Engine state numbers (workers/engine/workq.ts). */
+export const WQ_LEASED = 4;
+
+export interface WqQueue {
+  readonly id: number;
+  readonly name: string;
+  readonly shard: number;
+  /** Connections whose lease waits on this queue, oldest first. */
+  readonly waiting: WorkqSession[];
+  /** Stamp of the last time it may have gained a ready job. */
+  epoch: number;
+}
+
+/** A connection blocked in run or result on one job. */
+interface ResultWaiter {
+  readonly s: WorkqSession;
+  readonly seq: number;
+  readonly id: number;
+  readonly shard: number;
+  readonly idText: string;
+  /** run: the job is deleted once the run returns (uuid kept to drop the map entry). */
+  readonly runUuid: Uint8Array | null;
+  timer: ReturnType<typeof setTimeout> | null;
+  done: boolean;
+}
+
+export class WorkqRouter {
+  private readonly pool: ShardPool<unknown>;
+  private readonly shardCount: number;
+  readonly uuids = new UuidMap();
+  private nextId = 1;
+  private readonly queues = new Map<string, WqQueue>();
+  private readonly byId: WqQueue[] = [];
+  private epoch = 0;
+  private readonly waiters = new Map<number, ResultWaiter[]>();
+  /** Result fetches in flight for waiters, by internal id. */
+  private readonly wakes = new Map<number, ResultWaiter[]>();
+  /** Runs whose wait timeout passed and whose job's state is being asked, by internal id. */
+  private readonly runEnds = new Map<number, ResultWaiter>();
+  /** Jobs removed by their TTL before anyone completed or failed them (inspect server). */
+  evicted = 0;
+  /** Open workq connections (inspect server's active-clients). */
+  clients = 0;
+  readonly startedMs = Date.now();
+  private readonly flushSoon: () => void;
+
+  constructor(pool: ShardPool<unknown>, shards: number, flushSoon: () => void) {
+    this.pool = pool;
+    this.shardCount = shards;
+    this.flushSoon = flushSoon;
+  }
+
+  newId(): number {
+    return this.nextId++;
+  }
+
+  queue(name: string): WqQueue | undefined {
+    return this.queues.get(name);
+  }
+
+  queueById(id: number): WqQueue | undefined {
+    return this.byId[id];
+  }
+
+  /** The real server makes a queue on first use by add, schedule, run or lease, and never drops it. */
+  findOrMakeQueue(name: string): WqQueue {
+    let q = this.queues.get(name);
+    if (q === undefined) {
+      q = { id: this.byId.length, name, shard: shardOf(name, this.shardCount), waiting: [], epoch: 0 };
+      this.queues.set(name, q);
+      this.byId.push(q);
+    }
+    return q;
+  }
+
+  /** Queue names in the server's order (Go's sort.Strings: bytewise; names are ASCII). */
+  sortedNames(): string[] {
+    return [...this.queues.keys()].sort();
+  }
+
+  request(shard: number, kind: number, s: WorkqSession | null, seq: number) {
+    return this.pool.request(shard, kind, s, seq);
+  }
+
+  // ---- lease ----
+
+  lease(s: WorkqSession, seq: number, queues: WqQueue[], timeoutMs: number): void {
+    s.leaseSeq = seq;
+    s.leaseQueues = queues;
+    s.leaseDeadline = Date.now() + timeoutMs;
+    s.timerDue = false;
+    if (timeoutMs > 0) {
+      s.leaseTimer = setTimeout(() => {
+        s.leaseTimer = null;
+        this.leaseTimeout(s);
+      }, timeoutMs);
+    }
+    this.attempt(s);
+  }
+
+  private attempt(s: WorkqSession): void {
+    s.attempting = true;
+    s.attemptEpoch = this.epoch;
+    const qs = s.leaseQueues;
+    const first = qs[0].shard;
+    let oneShard = true;
+    for (const q of qs) if (q.shard !== first) oneShard = false;
+    if (oneShard) {
+      const w = this.pool.request(first, K_WQ_LEASE, s, 0);
+      w.header(OP_WQ_LEASE, qs.length * 4, 0, qs.length, 0, 0, 0);
+      for (const q of qs) w.u32(q.id);
+      return;
+    }
+    s.gatherLeft = 0;
+    s.bestId = 0;
+    s.bestShard = -1;
+    for (let shard = 0; shard < this.shardCount; shard++) {
+      let n = 0;
+      for (const q of qs) if (q.shard === shard) n++;
+      if (n === 0) continue;
+      s.gatherLeft++;
+      const w = this.pool.request(shard, K_WQ_PEEK, s, 0);
+      w.header(OP_WQ_PEEK, n * 4, 0, n, 0, 0, 0);
+      for (const q of qs) if (q.shard === shard) w.u32(q.id);
+    }
+  }
+
+  /** Replies to K_WQ_LEASE, K_WQ_PEEK and K_WQ_LEASE_ID. */
+  private leaseReply(shard: number, kind: number, s: WorkqSession, buf: Buffer, at: number): void {
+    const rk = buf[at + 4];
+    if (kind === K_WQ_PEEK) {
+      if (rk === R_BEST) {
+        const priority = buf.readInt32LE(at + 16);
+        const schedKey = buf.readDoubleLE(at + HEADER_BYTES);
+        const created = buf.readDoubleLE(at + HEADER_BYTES + 8);
+        // Higher priority first, then earlier schedule time, then earlier creation; shards in order.
+        if (
+          s.bestId === 0 ||
+          priority > s.bestPriority ||
+          (priority === s.bestPriority && (schedKey < s.bestSchedKey || (schedKey === s.bestSchedKey && created < s.bestCreated)))
+        ) {
+          s.bestId = buf.readDoubleLE(at + 24);
+          s.bestPriority = priority;
+          s.bestSchedKey = schedKey;
+          s.bestCreated = created;
+          s.bestShard = shard;
+        }
+      }
+      if (--s.gatherLeft > 0) return;
+      if (s.closed) {
+        s.attempting = false;
+        return;
+      }
+      if (s.bestId === 0) {
+        this.none(s);
+        return;
+      }
+      const w = this.pool.request(s.bestShard, K_WQ_LEASE_ID, s, 0);
+      w.header(OP_WQ_LEASE_ID, 0, 0, 0, 0, 0, s.bestId);
+      return;
+    }
+    if (rk === R_JOB) {
+      s.attempting = false;
+      const q = this.byId[buf.readUInt32LE(at + 12)];
+      const more = buf.readUInt32LE(at + 16) !== 0;
+      // A lease is not bound to its connection: a job leased for one that has gone runs out
+      // its TTR and is requeued, as on the real server.
+      if (!s.closed) {
+        const len = buf.readUInt32LE(at);
+        const body = at + HEADER_BYTES + 16;
+        this.endLease(s, leaseReply(uuidText(buf, at + HEADER_BYTES), q.name, buf, body, at + len));
+      }
+      if (more) this.queueReady(q);
+      return;
+    }
+    if (kind === K_WQ_LEASE_ID && !s.closed) {
+      // Somebody took the candidate between the peek and the lease: ask again.
+      this.attempt(s);
+      return;
+    }
+    this.none(s);
+  }
+
+  private none(s: WorkqSession): void {
+    s.attempting = false;
+    if (s.closed) return;
+    for (const q of s.leaseQueues) {
+      if (q.epoch > s.attemptEpoch) {
+        this.attempt(s);
+        return;
+      }
+    }
+    if (s.timerDue || Date.now() >= s.leaseDeadline) {
+      this.endLease(s, REPLY_TIMEOUT);
+      return;
+    }
+    s.waiting = true;
+    for (const q of s.leaseQueues) q.waiting.push(s);
+  }
+
+  private leaseTimeout(s: WorkqSession): void {
+    if (s.closed) return;
+    if (s.attempting) {
+      s.timerDue = true; // decided when the attempt in flight comes back empty
+      return;
+    }
+    if (!s.waiting) return;
+    this.endLease(s, REPLY_TIMEOUT);
+    this.flushSoon();
+  }
+
+  private endLease(s: WorkqSession, reply: Buffer): void {
+    this.unwait(s);
+    if (s.leaseTimer !== null) {
+      clearTimeout(s.leaseTimer);
+      s.leaseTimer = null;
+    }
+    s.leaseQueues = [];
+    s.answered(s.leaseSeq, reply);
+  }
+
+  /** Stop waiting (woken, timed out, or closed). */
+  unwait(s: WorkqSession): void {
+    if (!s.waiting) return;
+    s.waiting = false;
+    for (const q of s.leaseQueues) {
+      const i = q.waiting.indexOf(s);
+      if (i !== -1) q.waiting.splice(i, 1);
+    }
+  }
+
+  /** Queue `q` may have gained ready jobs: wake the connection that has waited longest on it. */
+  queueReady(q: WqQueue): void {
+    q.epoch = ++this.epoch;
+    const s = q.waiting.shift();
+    if (s === undefined) return;
+    this.unwait(s);
+    this.attempt(s);
+  }
+
+  // ---- run and result ----
+
+  /** `s` waits (command `seq`) for the result of job `id` until `timeoutMs`. */
+  waitResult(s: WorkqSession, seq: number, id: number, shard: number, idText: string, timeoutMs: number, runUuid: Uint8Array | null): void {
+    const w: ResultWaiter = { s, seq, id, shard, idText, runUuid, timer: null, done: false };
+    let list = this.waiters.get(id);
+    if (list === undefined) this.waiters.set(id, (list = []));
+    list.push(w);
+    w.timer = setTimeout(() => {
+      w.timer = null;
+      if (w.done) return;
+      if (runUuid !== null) {
+        this.runEnd(w);
+        return;
+      }
+      this.finish(w, REPLY_TIMEOUT);
+      this.flushSoon();
+    }, timeoutMs);
+  }
+
+  private dropWaiter(w: ResultWaiter): void {
+    const list = this.waiters.get(w.id);
+    if (list === undefined) return;
+    const i = list.indexOf(w);
+    if (i !== -1) list.splice(i, 1);
+    if (list.length === 0) this.waiters.delete(w.id);
+  }
+
+  private finish(w: ResultWaiter, reply: Buffer): void {
+    if (w.done) return;
+    w.done = true;
+    this.dropWaiter(w);
+    if (w.timer !== null) {
+      clearTimeout(w.timer);
+      w.timer = null;
+    }
+    if (w.runUuid !== null) this.deleteJob(w.runUuid, w.id, w.shard);
+    w.s.answered(w.seq, reply);
+  }
+
+  /** Removes a job from its shard and from the UUID map (if the UUID still names it). */
+  deleteJob(uuid: Uint8Array, id: number, shard: number): void {
+    this.uuids.remove(uuid, 0, id);
+    this.pool.request(shard, K_WQ_DELETE, null, 0).header(OP_WQ_DELETE, 0, 0, 0, 0, 0, id);
+  }
+
+  /** A run's wait timeout passed: a job being worked on gets until its TTR end, else TIMEOUT. */
+  private runEnd(w: ResultWaiter): void {
+    this.runEnds.set(w.id, w);
+    this.pool.request(w.shard, K_WQ_RUN_END, null, w.id).header(OP_WQ_RUN_END, 0, 0, 0, 0, 0, w.id);
+    this.flushSoon();
+  }
+
+  /** Job `id` on `shard` has its result now: send it to whoever waits. */
+  processed(id: number, shard: number): void {
+    const list = this.waiters.get(id);
+    if (list === undefined) return;
+    this.waiters.delete(id);
+    this.wakes.set(id, list);
+    this.pool.request(shard, K_WQ_WAKE, null, id).header(OP_WQ_RESULT, 0, 0, 0, 0, 0, id);
+  }
+
+  /** The result record of an R_JOB reply to OP_WQ_RESULT / OP_WQ_RUN_END. */
+  static resultOf(idText: string, buf: Buffer, at: number): Buffer {
+    const len = buf.readUInt32LE(at);
+    return resultReply(idText, buf.readUInt32LE(at + 16) !== 0, buf, at + HEADER_BYTES, at + len);
+  }
+
+  // ---- shard replies and events ----
+
+  onReply(shard: number, kind: number, s: WorkqSession | null, seq: number, buf: Buffer, at: number): void {
+    const rk = buf[at + 4];
+    switch (kind) {
+      case K_WQ_ADD:
+        if (rk === R_OK && buf.readUInt32LE(at + 12) === 1) {
+          const q = this.byId[buf.readUInt32LE(at + 16)];
+          if (q !== undefined) this.queueReady(q);
+        }
+        return;
+      case K_WQ_LEASE:
+      case K_WQ_PEEK:
+      case K_WQ_LEASE_ID:
+        this.leaseReply(shard, kind, s as WorkqSession, buf, at);
+        return;
+      case K_WQ_DELETE:
+        return;
+      case K_WQ_WAKE: {
+        const list = this.wakes.get(seq);
+        this.wakes.delete(seq);
+        if (list === undefined) return;
+        if (rk !== R_JOB) {
+          // Gone meanwhile (deleted, TTL): the waiters wait on until their timeouts.
+          for (const w of list) if (!w.done) this.requeueWaiter(w);
+          return;
+        }
+        for (const w of list) if (!w.done) this.finish(w, WorkqRouter.resultOf(w.idText, buf, at));
+        return;
+      }
+      case K_WQ_RUN_END: {
+        const w = this.runEnds.get(seq);
+        this.runEnds.delete(seq);
+        if (w === undefined || w.done) return;
+        if (rk === R_JOB) {
+          this.finish(w, WorkqRouter.resultOf(w.idText, buf, at));
+        } else if (rk === R_OK && buf.readUInt32LE(at + 12) === WQ_LEASED) {
+          // Being worked on: wait for its result until the lease's TTR end.
+          const deadline = buf.readDoubleLE(at + 24);
+          w.timer = setTimeout(() => {
+            w.timer = null;
+            this.finish(w, REPLY_TIMEOUT);
+            this.flushSoon();
+          }, Math.max(0, deadline - Date.now()));
+        } else {
+          // The shard deleted it (or it was gone already).
+          this.uuids.remove(w.runUuid as Uint8Array, 0, w.id);
+          this.finishGone(w);
+        }
+        return;
+      }
+      case K_WQ_DONE:
+      case K_WQ_RESULT:
+      case K_WQ_LENS:
+      case K_WQ_INSPECT:
+        (s as WorkqSession).onShardReply(kind, seq, rk, buf, at, shard);
+        return;
+    }
+  }
+
+  private requeueWaiter(w: ResultWaiter): void {
+    let list = this.waiters.get(w.id);
+    if (list === undefined) this.waiters.set(w.id, (list = []));
+    list.push(w);
+  }
+
+  /** A run whose job the shard already removed: TIMEOUT, nothing left to delete. */
+  private finishGone(w: ResultWaiter): void {
+    if (w.done) return;
+    w.done = true;
+    this.dropWaiter(w);
+    w.s.answered(w.seq, REPLY_TIMEOUT);
+  }
+
+  onEvent(buf: Buffer, at: number, shard: number): void {
+    const kind = buf[at + 4];
+    if (kind === E_WQ_READY) {
+      const q = this.byId[buf.readUInt32LE(at + 12)];
+      if (q !== undefined) this.queueReady(q);
+    } else if (kind === E_WQ_DONE) {
+      this.processed(buf.readDoubleLE(at + 24), shard);
+    } else if (kind === E_WQ_GONE) {
+      const id = buf.readDoubleLE(at + 24);
+      if (buf.readUInt32LE(at + 12) !== 0) this.evicted++;
+      this.uuids.remove(buf, at + HEADER_BYTES, id);
+    }
+  }
+
+  /** A closing connection stops waiting; run and result waiters stay until their timers (their replies go nowhere). */
+  sessionClosed(s: WorkqSession): void {
+    this.clients--;
+    this.unwait(s);
+    if (s.leaseTimer !== null) {
+      clearTimeout(s.leaseTimer);
+      s.leaseTimer = null;
+    }
+  }
+}
