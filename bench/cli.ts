@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// shardstalk-bench: load-test any beanstalk server.
+// shardstalk-bench: load-test any beanstalk (or workq) server.
 //
-//   shardstalk-bench [put|reserve|cycle|mixed|mem] [options]
+//   shardstalk-bench [put|reserve|cycle|mixed|mem] [--protocol beanstalk|workq] [options]
 //
 // Exit codes: 0 passed; 1 the run failed (lost or duplicated jobs, protocol or connection
 // errors); 2 bad usage; 3 could not connect.
@@ -9,15 +9,17 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_OPTIONS, MODES, UsageError, WINDOW_GROWTH_MAX, type LoadMode, type LoadOptions } from './loadgen/options.ts';
+import { COMMAND_WORDS, DEFAULT_OPTIONS, MODES, PROTOCOLS, UsageError, WINDOW_GROWTH_MAX, type LoadMode, type LoadOptions, type Protocol } from './loadgen/options.ts';
+import { WORKQ_DEFAULT_PORT } from './loadgen/workq.ts';
 import { runLoad, SetupFailure, type LoadResult } from './loadgen/run.ts';
 import { barChart, lineChart } from './report/svg.ts';
 import { formatReport, ProgressBar } from './report/text.ts';
 
 export const USAGE = `Usage: shardstalk-bench [MODE] [options]
 
-Load-tests a beanstalk server and reports throughput, latency per command, generator CPU, and
-whether every acknowledged job was reserved and deleted exactly once.
+Load-tests a beanstalk server (or a workq server: --protocol workq) and reports throughput,
+latency per command, generator CPU, and whether every acknowledged job was reserved and deleted
+exactly once.
 
 Modes:
   put       producers only (put)
@@ -26,9 +28,16 @@ Modes:
   mixed     half the connections put, half reserve + delete
   mem       put -n jobs (default 1,000,000) and report the server's RSS growth per job
 
+  With --protocol workq the same modes run workq's commands: put is \`add <id> <name> <ttr-ms>
+  <ttl-ms> <size>\`, reserve is \`lease <names...> <timeout-ms>\`, delete is \`complete <id> 0\`
+  (empty result); tubes are job names. cycle pipelines add → lease → complete on each
+  connection; reserve mode (drain) is lease + complete. Job ids are UUIDv4s derived from the run
+  nonce and the job's sequence number, and every lease is checked against its payload.
+
 Options:
+      --protocol P         beanstalk (default) or workq
   -H, --host HOST          server address (default ${DEFAULT_OPTIONS.host})
-  -p, --port PORT          server port (default ${DEFAULT_OPTIONS.port})
+  -p, --port PORT          server port (default ${DEFAULT_OPTIONS.port}; workq ${WORKQ_DEFAULT_PORT})
   -c, --connections N      connections (default ${DEFAULT_OPTIONS.connections})
   -P, --pipeline N         commands in flight per connection (default ${DEFAULT_OPTIONS.pipeline})
   -d, --duration S         measured seconds (default 5 unless -n is given)
@@ -45,8 +54,10 @@ Options:
                            rate (default ${DEFAULT_OPTIONS.minWaves}; 0: exactly -d)
       --drain              after a put run, reserve + delete everything and verify it
       --pid PID            server PID for its CPU and RSS (found via \`stats\` when local)
-      --pri N, --ttr S     put priority and TTR (default ${DEFAULT_OPTIONS.pri}, ${DEFAULT_OPTIONS.ttrS})
-      --reserve-timeout S  consumers' reserve-with-timeout (default ${DEFAULT_OPTIONS.reserveTimeoutS})
+      --pri N, --ttr S     put priority and TTR (default ${DEFAULT_OPTIONS.pri}, ${DEFAULT_OPTIONS.ttrS}; workq: TTR only)
+      --ttl S              workq: the jobs' TTL; the server keeps completed jobs until then
+                           (default ${DEFAULT_OPTIONS.ttlS})
+      --reserve-timeout S  consumers' reserve-with-timeout / lease timeout (default ${DEFAULT_OPTIONS.reserveTimeoutS})
       --json               print the result as JSON on stdout
       --svg DIR            write throughput-over-time and latency charts into DIR
       --no-progress        no progress bar (it is shown only when stdout is a terminal)
@@ -55,7 +66,8 @@ Options:
 Examples:
   shardstalk-bench put -c 100 -P 16 -d 10
   shardstalk-bench cycle -c 1000 -P 1 --tubes 64 --json > result.json
-  shardstalk-bench mem -n 1000000 -p 11300`;
+  shardstalk-bench mem -n 1000000 -p 11300
+  shardstalk-bench cycle --protocol workq -p 9922 -c 100 -P 16 -d 10`;
 
 interface CliArgs {
   options: Partial<LoadOptions>;
@@ -80,6 +92,7 @@ export function parseCli(argv: string[]): CliArgs {
       args: argv,
       allowPositionals: true,
       options: {
+        protocol: { type: 'string' },
         host: { type: 'string', short: 'H' },
         port: { type: 'string', short: 'p' },
         connections: { type: 'string', short: 'c' },
@@ -97,6 +110,7 @@ export function parseCli(argv: string[]): CliArgs {
         pid: { type: 'string' },
         pri: { type: 'string' },
         ttr: { type: 'string' },
+        ttl: { type: 'string' },
         'reserve-timeout': { type: 'string' },
         mode: { type: 'string' },
         json: { type: 'boolean' },
@@ -112,11 +126,14 @@ export function parseCli(argv: string[]): CliArgs {
   if (parsed.positionals.length > 1) throw new UsageError(`one mode expected, got: ${parsed.positionals.join(' ')}`);
   const mode = (parsed.positionals[0] ?? v.mode) as LoadMode | undefined;
   if (mode !== undefined && !MODES.includes(mode)) throw new UsageError(`unknown mode "${mode}" (${MODES.join(', ')})`);
+  const protocol = v.protocol as Protocol | undefined;
+  if (protocol !== undefined && !PROTOCOLS.includes(protocol)) throw new UsageError(`unknown protocol "${protocol}" (${PROTOCOLS.join(', ')})`);
   const options: Partial<LoadOptions> = {};
   const set = <K extends keyof LoadOptions>(key: K, value: LoadOptions[K] | undefined): void => {
     if (value !== undefined) options[key] = value;
   };
   set('mode', mode);
+  set('protocol', protocol);
   set('host', v.host);
   set('port', num('port', v.port));
   set('connections', num('connections', v.connections));
@@ -134,6 +151,7 @@ export function parseCli(argv: string[]): CliArgs {
   set('serverPid', num('pid', v.pid));
   set('pri', num('pri', v.pri));
   set('ttrS', num('ttr', v.ttr));
+  set('ttlS', num('ttl', v.ttl));
   set('reserveTimeoutS', num('reserve-timeout', v['reserve-timeout']));
   return { options, json: v.json === true, svgDir: v.svg ?? null, progress: v['no-progress'] !== true, help: v.help === true };
 }
@@ -160,7 +178,10 @@ export function writeRunCharts(result: LoadResult, dir: string): string[] {
     }),
   );
   const latencyPath = path.join(dir, 'latency.svg');
-  const commands = Object.entries(result.latencyUs).filter(([, l]) => l.count > 0);
+  const words = COMMAND_WORDS[o.protocol];
+  const commands = Object.entries(result.latencyUs)
+    .filter(([, l]) => l.count > 0)
+    .map(([name, l]) => [words[name as keyof typeof words], l] as const);
   writeFileSync(
     latencyPath,
     barChart({

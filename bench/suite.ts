@@ -5,7 +5,9 @@
 //   node bench/suite.ts [--quick] [--runs N] [--duration S] [--servers a,b] [--only REGEX] ...
 //
 // Writes RESULTS.md (medians, ranges, back-to-back ratios, machine and date, the command to
-// reproduce), suite.json with every run, and SVG charts into --out. Exit code 1 if any run failed
+// reproduce), suite.json with every run, and SVG charts into --out. With --protocol workq it
+// measures shardstalk's workq listener instead (no reference server, so no ratios) and writes its
+// own section of RESULTS.md. Exit code 1 if any run failed
 // its checks or any server did not start: a column that silently measured nothing is a bug.
 
 import { execFileSync } from 'node:child_process';
@@ -16,7 +18,8 @@ import { parseArgs } from 'node:util';
 import { machineCpuS } from './loadgen/procfs.ts';
 import { machineInfo, runLoad, type LoadResult } from './loadgen/run.ts';
 import { ProgressBar, fmtBytes, fmtInt } from './report/text.ts';
-import { fullMatrix, quickMatrix, type Point } from './suite/matrix.ts';
+import { PROTOCOLS, type Protocol } from './loadgen/options.ts';
+import { fullMatrix, quickMatrix, workqMatrix, type Point } from './suite/matrix.ts';
 import {
   failedRecord,
   memChart,
@@ -34,6 +37,9 @@ import { beanstalkdSpec, REPO_ROOT, shardstalkSpec, startServer, ServerStartFail
 
 const USAGE = `Usage: node bench/suite.ts [options]
 
+  --protocol workq     measure shardstalk's workq listener (add → lease → complete): shardstalk-1
+                       and shardstalk only, points put/cycle 100×16 and cycle 100×1 (100 B),
+                       written as the "workq" section of RESULTS.md (quick: RESULTS-workq-quick.md)
   --quick              a handful of points, 1 run of 1 s each, 100k-job memory check (CI)
   --runs N             runs per point and server (default 3; quick 1)
   --duration S         measured seconds per run (default 2; quick 1)
@@ -46,12 +52,13 @@ const USAGE = `Usage: node bench/suite.ts [options]
   --wait-quiet S       before each round, wait up to S seconds for other processes to use
                        less than 15% of a core (default 30, at most 10 min in all; quick 0)
   --mem-jobs N         jobs for the memory check (default 1,000,000; quick 100,000); 0 skips it
-  --out DIR            charts and suite.json (default bench/out)
+  --out DIR            charts and suite.json (default bench/out; workq: bench/out/workq)
   --render FILE        don't measure: rewrite the results and charts from a suite.json
   --results FILE       the Markdown summary (default bench/RESULTS.md; quick: DIR/RESULTS-quick.md)
   -h, --help`;
 
 interface SuiteArgs {
+  protocol: Protocol;
   quick: boolean;
   runs: number;
   durationS: number;
@@ -71,6 +78,7 @@ function parseSuiteArgs(argv: string[]): SuiteArgs | null {
   const { values: v } = parseArgs({
     args: argv,
     options: {
+      protocol: { type: 'string' },
       quick: { type: 'boolean' },
       runs: { type: 'string' },
       duration: { type: 'string' },
@@ -89,7 +97,10 @@ function parseSuiteArgs(argv: string[]): SuiteArgs | null {
   });
   if (v.help) return null;
   const quick = v.quick === true;
-  const outDir = path.resolve(v.out ?? path.join(REPO_ROOT, 'bench/out'));
+  const protocol = (v.protocol ?? 'beanstalk') as Protocol;
+  if (!PROTOCOLS.includes(protocol)) throw new Error(`unknown protocol "${protocol}" (${PROTOCOLS.join(', ')})`);
+  const quickResults = protocol === 'workq' ? 'RESULTS-workq-quick.md' : 'RESULTS-quick.md';
+  const outDir = path.resolve(v.out ?? path.join(REPO_ROOT, protocol === 'workq' ? 'bench/out/workq' : 'bench/out'));
   const n = (s: string | undefined, d: number): number => {
     if (s === undefined) return d;
     const x = Number(s.replace(/_/g, ''));
@@ -97,6 +108,7 @@ function parseSuiteArgs(argv: string[]): SuiteArgs | null {
     return x;
   };
   return {
+    protocol,
     quick,
     runs: n(v.runs, quick ? 1 : 3),
     durationS: n(v.duration, quick ? 1 : 2),
@@ -108,20 +120,23 @@ function parseSuiteArgs(argv: string[]): SuiteArgs | null {
     memJobs: n(v['mem-jobs'], quick ? 100_000 : 1_000_000),
     waitQuietS: n(v['wait-quiet'], quick ? 0 : 30),
     outDir,
-    resultsFile: path.resolve(v.results ?? (quick ? path.join(outDir, 'RESULTS-quick.md') : path.join(REPO_ROOT, 'bench/RESULTS.md'))),
+    resultsFile: path.resolve(v.results ?? (quick ? path.join(outDir, quickResults) : path.join(REPO_ROOT, 'bench/RESULTS.md'))),
     render: v.render ?? null,
   };
 }
 
 function serverSpecs(args: SuiteArgs): ServerSpec[] {
   const all: ServerSpec[] = [];
-  const bs = beanstalkdSpec();
+  const workq = args.protocol === 'workq';
+  // No reference workq server is installed: shardstalk only.
+  const bs = workq ? null : beanstalkdSpec();
   if (bs) all.push(bs);
-  all.push(shardstalkSpec(1));
-  for (const n of args.shards) all.push(shardstalkSpec(n));
-  all.push(shardstalkSpec(null));
+  all.push(shardstalkSpec(1, workq));
+  for (const n of args.shards) all.push(shardstalkSpec(n, workq));
+  all.push(shardstalkSpec(null, workq));
   if (args.servers === null) {
-    if (!bs) log('beanstalkd is not installed (/usr/bin/beanstalkd): no baseline, no ratios');
+    if (workq) log('no reference workq server is installed: no baseline, no ratios');
+    else if (!bs) log('beanstalkd is not installed (/usr/bin/beanstalkd): no baseline, no ratios');
     return all;
   }
   const picked = args.servers.map((name) => {
@@ -204,7 +219,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const specs = serverSpecs(args);
-  let points = args.quick ? quickMatrix() : fullMatrix();
+  let points = args.protocol === 'workq' ? workqMatrix() : args.quick ? quickMatrix() : fullMatrix();
   if (args.only) points = points.filter((p) => args.only!.test(p.id));
   mkdirSync(args.outDir, { recursive: true });
   const startedAt = new Date().toISOString();
@@ -222,6 +237,7 @@ async function main(argv: string[]): Promise<number> {
     warmupS: args.warmupS,
     threads: args.threads,
     quick: args.quick,
+    protocol: args.protocol,
   };
   const busy = await machineBusyShare(500);
   if (busy !== null && busy > 0.2) {
@@ -296,7 +312,7 @@ function writeOutputs(args: SuiteArgs, ctx: SuiteContext, points: Point[], recor
   mkdirSync(resultsDir, { recursive: true });
   const summarySvg = summaryChart(ctx, points, records);
   writeFileSync(path.join(args.outDir, 'summary.svg'), summarySvg);
-  const summaryName = args.quick ? 'results-quick-summary.svg' : 'results-summary.svg';
+  const summaryName = `results${ctx.protocol === 'workq' ? '-workq' : ''}${args.quick ? '-quick' : ''}-summary.svg`;
   copyFileSync(path.join(args.outDir, 'summary.svg'), path.join(resultsDir, summaryName));
   const ratio = ratioChart(ctx, points, records);
   if (ratio) writeFileSync(path.join(args.outDir, 'ratio.svg'), ratio);
@@ -307,7 +323,7 @@ function writeOutputs(args: SuiteArgs, ctx: SuiteContext, points: Point[], recor
     writeFileSync(json, `${JSON.stringify({ context: ctx, points, records, memory: mem }, null, 1)}\n`);
   }
   const previous = existsSync(args.resultsFile) ? readFileSync(args.resultsFile, 'utf8') : null;
-  writeFileSync(args.resultsFile, mergeResults(previous, writeResultsMarkdown(ctx, points, records, mem, summaryName)));
+  writeFileSync(args.resultsFile, mergeResults(previous, writeResultsMarkdown(ctx, points, records, mem, summaryName), ctx.protocol));
   log(`\nwrote ${path.relative(process.cwd(), args.resultsFile)}, charts and suite.json in ${path.relative(process.cwd(), args.outDir) || '.'}`);
 }
 
@@ -355,7 +371,8 @@ async function measure(
   try {
     const result: LoadResult = await runLoad(
       {
-        port: server.port,
+        protocol: args.protocol,
+        port: server.workqPort ?? server.port,
         serverPid: server.pid,
         mode: p.mode,
         connections: p.connections,
@@ -397,7 +414,7 @@ async function measureMemory(spec: ServerSpec, args: SuiteArgs, ctx: SuiteContex
   try {
     // Few connections, deep pipelines: the fill is fast and per-connection memory is negligible.
     const r = await runLoad(
-      { port: server.port, serverPid: server.pid, mode: 'mem', jobs: args.memJobs, connections: 10, pipeline: 64, bodyBytes: 100, threads: args.threads },
+      { protocol: args.protocol, port: server.workqPort ?? server.port, serverPid: server.pid, mode: 'mem', jobs: args.memJobs, connections: 10, pipeline: 64, bodyBytes: 100, threads: args.threads },
       { onProgress: bar ? (pr) => bar.update(pr, `memory ${spec.name} `) : undefined },
     );
     if (!r.memory) return fail('could not read the server RSS');

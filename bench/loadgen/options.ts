@@ -1,12 +1,25 @@
 // Load-run options, their defaults and checks, and how connections map to roles and tubes.
 
 import { BODY_BYTES_MAX, BODY_BYTES_MIN } from './protocol.ts';
+import { WORKQ_DEFAULT_PORT, WQ_PAYLOAD_BYTES_MAX, WQ_TTL_MS_MAX, WQ_TTR_MS_MAX } from './workq.ts';
 
 export const MODES = ['put', 'reserve', 'cycle', 'mixed', 'mem'] as const;
 export type LoadMode = (typeof MODES)[number];
 
+export const PROTOCOLS = ['beanstalk', 'workq'] as const;
+export type Protocol = (typeof PROTOCOLS)[number];
+
+/** What each protocol calls the generator's three commands (reports, error messages). */
+export const COMMAND_WORDS: Record<Protocol, { put: string; reserve: string; delete: string }> = {
+  beanstalk: { put: 'put', reserve: 'reserve', delete: 'delete' },
+  workq: { put: 'add', reserve: 'lease', delete: 'complete' },
+};
+
 export interface LoadOptions {
+  /** Wire protocol: beanstalk, or workq (put = add, reserve = lease, delete = complete). */
+  protocol: Protocol;
   host: string;
+  /** Default 11300, or 9922 for workq. */
   port: number;
   mode: LoadMode;
   /** Connections (-c). */
@@ -38,6 +51,8 @@ export interface LoadOptions {
   minWaves: number;
   pri: number;
   ttrS: number;
+  /** workq: the jobs' TTL (after it the server drops a job, done or not). */
+  ttlS: number;
   /** Timeout of the consumers' reserve-with-timeout in cycle and mixed modes. */
   reserveTimeoutS: number;
   /** After a put run, reserve and delete everything and verify it (always done for other modes). */
@@ -48,6 +63,7 @@ export interface LoadOptions {
 }
 
 export const DEFAULT_OPTIONS: LoadOptions = {
+  protocol: 'beanstalk',
   host: '127.0.0.1',
   port: 11300,
   mode: 'cycle',
@@ -64,6 +80,9 @@ export const DEFAULT_OPTIONS: LoadOptions = {
   minWaves: 20, // a wave more or less moves the rate by at most 5 %
   pri: 1024,
   ttrS: 120, // why: long enough that no job is ever released by TTR during a run, which would read as a duplicate
+  // why: a workq job must outlive the run and its final drain (an expired job reads as lost), yet
+  // the server keeps every completed job and its result until its TTL, so not for hours.
+  ttlS: 600,
   reserveTimeoutS: 1, // why: lets blocked consumers notice the end of a run within a second
   drain: false,
   connectTimeoutMs: 10_000,
@@ -85,6 +104,9 @@ export class UsageError extends Error {
 /** Fills derived defaults and rejects impossible combinations. */
 export function resolveOptions(partial: Partial<LoadOptions>): LoadOptions {
   const o: LoadOptions = { ...DEFAULT_OPTIONS, ...partial };
+  if (!PROTOCOLS.includes(o.protocol)) throw new UsageError(`protocol must be one of ${PROTOCOLS.join(', ')}`);
+  const workq = o.protocol === 'workq';
+  if (workq && partial.port === undefined) o.port = WORKQ_DEFAULT_PORT;
   const positiveInt = (name: string, v: number): void => {
     if (!Number.isInteger(v) || v < 1) throw new UsageError(`${name} must be a positive integer, got ${v}`);
   };
@@ -96,8 +118,14 @@ export function resolveOptions(partial: Partial<LoadOptions>): LoadOptions {
   positiveInt('port', o.port);
   if (o.pipeline > PIPELINE_MAX) throw new UsageError(`pipeline must be at most ${PIPELINE_MAX}`);
   if (!MODES.includes(o.mode)) throw new UsageError(`mode must be one of ${MODES.join(', ')}`);
-  if (o.bodyBytes < BODY_BYTES_MIN || o.bodyBytes > BODY_BYTES_MAX) {
-    throw new UsageError(`body size must be ${BODY_BYTES_MIN}..${BODY_BYTES_MAX} bytes (the body carries a nonce and a sequence number)`);
+  const bodyMax = workq ? WQ_PAYLOAD_BYTES_MAX : BODY_BYTES_MAX;
+  if (o.bodyBytes < BODY_BYTES_MIN || o.bodyBytes > bodyMax) {
+    throw new UsageError(`body size must be ${BODY_BYTES_MIN}..${bodyMax} bytes (the body carries a nonce and a sequence number)`);
+  }
+  if (workq) {
+    // The server's limits, in ms; 0 is refused too.
+    if (!(o.ttrS * 1000 >= 1 && o.ttrS * 1000 <= WQ_TTR_MS_MAX)) throw new UsageError(`ttr must be 0.001..${WQ_TTR_MS_MAX / 1000} s for workq`);
+    if (!(o.ttlS * 1000 >= 1 && o.ttlS * 1000 <= WQ_TTL_MS_MAX)) throw new UsageError(`ttl must be 0.001..${WQ_TTL_MS_MAX / 1000} s`);
   }
   if (o.watch > o.tubes) o.watch = o.tubes;
   if (o.mode === 'mixed' && o.connections < 2) throw new UsageError('mixed mode needs at least 2 connections (half produce, half consume)');

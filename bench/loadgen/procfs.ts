@@ -1,10 +1,11 @@
 // What the generator reads about a server process from /proc, and how it finds the process.
 // Off the hot path: plain strings are fine here.
 
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import net from 'node:net';
-import { ReplyScanner, REPLY_OK, REPLY_NAMES } from './scanner.ts';
+import { ReplyScanner, REPLY_NAMES, REPLY_OK, REPLY_WQ_JOB, type ReplySink } from './scanner.ts';
+import { WorkqReplyScanner } from './workq.ts';
 
 let clockTicksPerS: number | null = null;
 
@@ -50,22 +51,20 @@ export function isLoopback(host: string): boolean {
 }
 
 /**
- * Sends one command and returns the reply's body (for OK replies) or its name. For `stats` and
- * similar one-off queries; the load path never uses it.
+ * Sends one command and returns the reply's body (for OK replies, workq: a job's payload) and its
+ * name. For `stats` and similar one-off queries; the load path never uses it.
  */
-export function queryServer(host: string, port: number, command: string, timeoutMs = 5000): Promise<{ kind: string; body: string }> {
+export function queryServer(host: string, port: number, command: string, timeoutMs = 5000, protocol: 'beanstalk' | 'workq' = 'beanstalk'): Promise<{ kind: string; body: string }> {
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host, port });
-    const scanner = new ReplyScanner(
-      {
-        onReply(kind, _arg, body, bodyStart, bodyKeptBytes) {
-          socket.destroy();
-          const text = kind === REPLY_OK ? Buffer.from(body.subarray(bodyStart, bodyStart + bodyKeptBytes)).toString('utf8') : '';
-          resolve({ kind: REPLY_NAMES[kind]!, body: text });
-        },
+    const sink: ReplySink = {
+      onReply(kind, _arg, body, bodyStart, bodyKeptBytes) {
+        socket.destroy();
+        const text = kind === REPLY_OK || kind === REPLY_WQ_JOB ? Buffer.from(body.subarray(bodyStart, bodyStart + bodyKeptBytes)).toString('utf8') : '';
+        resolve({ kind: REPLY_NAMES[kind]!, body: text });
       },
-      1 << 20,
-    );
+    };
+    const scanner = protocol === 'workq' ? new WorkqReplyScanner(sink, 1 << 20) : new ReplyScanner(sink, 1 << 20);
     socket.setTimeout(timeoutMs, () => socket.destroy(new Error(`${command}: no reply within ${timeoutMs} ms`)));
     socket.on('connect', () => socket.write(`${command}\r\n`));
     socket.on('data', (chunk) => scanner.feed(chunk, 0, chunk.length));
@@ -84,17 +83,63 @@ export function parseStats(yaml: string): Record<string, string> {
   return out;
 }
 
-/** PID of a server on this machine, from its `stats`; null if remote or not reported. */
-export async function discoverServerPid(host: string, port: number): Promise<number | null> {
+/**
+ * PID of a server on this machine: from beanstalk's `stats`, else (workq has no pid in any reply)
+ * the process holding the listening socket; null if remote or not found.
+ */
+export async function discoverServerPid(host: string, port: number, protocol: 'beanstalk' | 'workq' = 'beanstalk'): Promise<number | null> {
   if (!isLoopback(host)) return null;
-  try {
-    const { kind, body } = await queryServer(host, port, 'stats');
-    if (kind !== 'OK') return null;
-    const pid = Number(parseStats(body)['pid']);
-    return Number.isInteger(pid) && pid > 0 && processCpuS(pid) !== null ? pid : null;
-  } catch {
-    return null;
+  if (protocol === 'beanstalk') {
+    try {
+      const { kind, body } = await queryServer(host, port, 'stats');
+      if (kind !== 'OK') return null;
+      const pid = Number(parseStats(body)['pid']);
+      return Number.isInteger(pid) && pid > 0 && processCpuS(pid) !== null ? pid : null;
+    } catch {
+      return null;
+    }
   }
+  return pidListeningOn(port);
+}
+
+/**
+ * The process with a TCP socket listening on `port`: its inode from /proc/net/tcp{,6}, then the
+ * process whose fd links to it. Only processes we may inspect (our own user's) are found.
+ */
+export function pidListeningOn(port: number): number | null {
+  const inodes = new Set<string>();
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+      const f = line.trim().split(/\s+/);
+      if (f.length > 9 && f[3] === '0A' && f[1]!.endsWith(`:${hexPort}`)) inodes.add(`socket:[${f[9]}]`);
+    }
+  }
+  if (inodes.size === 0) return null;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${entry}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        if (inodes.has(readlinkSync(`/proc/${entry}/fd/${fd}`))) return Number(entry);
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return null;
 }
 
 /** Busy and steal CPU seconds of the whole machine so far, from /proc/stat; null if unreadable. */

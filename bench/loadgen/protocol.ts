@@ -17,7 +17,7 @@ export const BODY_BYTES_MIN = SEQ_OFFSET + SEQ_DIGITS;
 /** beanstalkd's default max-job-size (-z); bigger bodies would get JOB_TOO_BIG. */
 export const BODY_BYTES_MAX = 65_535;
 
-const CRLF = Buffer.from('\r\n');
+export const CRLF = Buffer.from('\r\n');
 const ZERO = 48;
 
 export const CMD_RESERVE = Buffer.from('reserve\r\n');
@@ -28,7 +28,7 @@ export function reserveWithTimeout(timeoutS: number): Buffer {
 }
 
 export interface PutTemplate {
-  /** The whole command: header line, body, CRLF. */
+  /** The whole command: header line, body, CRLF (makeBody: the body alone). */
   bytes: Buffer;
   /** Offset of the first sequence digit inside `bytes`. */
   seqOffset: number;
@@ -40,17 +40,23 @@ export function makeNonce(): string {
     .padStart(NONCE_BYTES, '0');
 }
 
-export function makePutTemplate(nonce: string, bodyBytes: number, pri: number, ttrS: number): PutTemplate {
+/** A job body: nonce, ':', zeroed sequence digits (at `seqOffset`), '.' padding. */
+export function makeBody(nonce: string, bodyBytes: number, maxBytes = BODY_BYTES_MAX): PutTemplate {
   if (nonce.length !== NONCE_BYTES) throw new Error(`nonce must be ${NONCE_BYTES} characters`);
-  if (bodyBytes < BODY_BYTES_MIN || bodyBytes > BODY_BYTES_MAX) {
-    throw new RangeError(`body size must be ${BODY_BYTES_MIN}..${BODY_BYTES_MAX} bytes, got ${bodyBytes}`);
+  if (bodyBytes < BODY_BYTES_MIN || bodyBytes > maxBytes) {
+    throw new RangeError(`body size must be ${BODY_BYTES_MIN}..${maxBytes} bytes, got ${bodyBytes}`);
   }
-  const header = Buffer.from(`put ${pri} 0 ${ttrS} ${bodyBytes}\r\n`);
   const body = Buffer.alloc(bodyBytes, '.');
   body.write(nonce, 0, 'latin1');
   body[NONCE_BYTES] = 58; // ':'
   body.fill(ZERO, SEQ_OFFSET, SEQ_OFFSET + SEQ_DIGITS);
-  return { bytes: Buffer.concat([header, body, CRLF]), seqOffset: header.length + SEQ_OFFSET };
+  return { bytes: body, seqOffset: SEQ_OFFSET };
+}
+
+export function makePutTemplate(nonce: string, bodyBytes: number, pri: number, ttrS: number): PutTemplate {
+  const body = makeBody(nonce, bodyBytes);
+  const header = Buffer.from(`put ${pri} 0 ${ttrS} ${bodyBytes}\r\n`);
+  return { bytes: Buffer.concat([header, body.bytes, CRLF]), seqOffset: header.length + body.seqOffset };
 }
 
 /** Writes `value` as exactly `width` zero-padded decimal digits ending before `end`. */
@@ -88,7 +94,10 @@ export function readBodySeq(body: Uint8Array, start: number, keptBytes: number, 
   return seq;
 }
 
-/** Beanstalk tube name of tube `index` in a run: unique per run so runs never see each other's jobs. */
+/**
+ * Beanstalk tube name (workq: job name) of tube `index` in a run: unique per run so runs never
+ * see each other's jobs.
+ */
 export function tubeName(nonce: string, index: number): string {
   return `bench.${nonce}.${index}`;
 }

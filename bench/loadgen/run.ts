@@ -119,6 +119,8 @@ export interface PhaseReport {
   rateMissed: number;
   connectionsFailed: number;
   corruptBodies: number;
+  /** workq: leased jobs whose id did not belong to their payload. */
+  idMismatches: number;
   aborted: boolean;
 }
 
@@ -133,12 +135,14 @@ export interface Verification extends Verdict {
   /** Jobs the final drain found left over. */
   drained: number;
   corruptBodies: number;
+  idMismatches: number;
 }
 
 export interface LoadResult {
   tool: 'shardstalk-bench';
   schema: 1;
   startedAt: string;
+  /** host:port, with " (workq)" for that protocol. */
   target: string;
   nonce: string;
   options: LoadOptions;
@@ -179,7 +183,7 @@ export async function runLoad(partial: Partial<LoadOptions>, hooks: LoadHooks = 
   const o = resolveOptions(partial);
   const nonce = makeNonce();
   const startedAt = new Date().toISOString();
-  const serverPid = o.serverPid ?? (await discoverServerPid(o.host, o.port));
+  const serverPid = o.serverPid ?? (await discoverServerPid(o.host, o.port, o.protocol));
   const pool = new Piscina({
     filename: WORKER_FILE,
     minThreads: o.threads,
@@ -222,7 +226,8 @@ export async function runLoad(partial: Partial<LoadOptions>, hooks: LoadHooks = 
     }
     const verdict = verifyLedgers(phases.flatMap((p) => p.ledgers));
     const corruptBodies = phases.reduce((n, p) => n + p.report.corruptBodies, 0);
-    const verify: Verification = { ...verdict, checked, drained, corruptBodies };
+    const idMismatches = phases.reduce((n, p) => n + p.report.idMismatches, 0);
+    const verify: Verification = { ...verdict, checked, drained, corruptBodies, idMismatches };
     const failures: string[] = [];
     for (const p of phases) {
       if (p.report.errors > 0) failures.push(`${p.report.phase}: ${p.report.errors} errors (${Object.entries(p.report.errorsByKind).map(([k, v]) => `${k} ×${v}`).join(', ')})`);
@@ -234,6 +239,7 @@ export async function runLoad(partial: Partial<LoadOptions>, hooks: LoadHooks = 
       if (verify.unacknowledged > 0) failures.push(`${verify.unacknowledged} jobs reserved whose put was never acknowledged`);
       if (verify.foreign > 0) failures.push(`${verify.foreign} foreign jobs (wrong nonce) in this run's tubes`);
       if (corruptBodies > 0) failures.push(`${corruptBodies} job bodies came back with the wrong size`);
+      if (idMismatches > 0) failures.push(`${idMismatches} jobs leased under another job's id`);
     }
     if (main.report.jobs === 0 && !main.report.aborted) failures.push('no job completed in the measured window');
     const r = main.report;
@@ -241,7 +247,7 @@ export async function runLoad(partial: Partial<LoadOptions>, hooks: LoadHooks = 
       tool: 'shardstalk-bench',
       schema: 1,
       startedAt,
-      target: `${o.host}:${o.port}`,
+      target: `${o.host}:${o.port}${o.protocol === 'workq' ? ' (workq)' : ''}`,
       nonce,
       options: o,
       machine: machineInfo(),
@@ -502,6 +508,7 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
     rateMissed: sum((s) => s.rateMissed),
     connectionsFailed: sum((s) => s.connectionsFailed),
     corruptBodies: sum((s) => s.corruptBodies),
+    idMismatches: sum((s) => s.idMismatches),
     aborted,
   };
   return { report, ledgers: slices.map((s) => s.ledger) };

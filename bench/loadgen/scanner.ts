@@ -1,4 +1,7 @@
-// Beanstalk reply scanner: bytes in, (kind, number, body prefix) out, with no allocation.
+// Reply scanners: bytes in, (kind, number, body prefix) out, with no allocation.
+//
+// FrameScanner is the protocol-neutral part: lines, bodies announced by length, split reads.
+// ReplyScanner reads beanstalk replies with it; workq.ts's WorkqReplyScanner reads workq's.
 //
 // Works in place over the read buffer (nats-server's parser is the model, STYLE.md): a reply line
 // is classified on its bytes and its numbers are accumulated digit by digit. Only a line that
@@ -45,9 +48,18 @@ export const REPLY_UNKNOWN_COMMAND = 20;
 export const REPLY_EXPECTED_CRLF = 21;
 export const REPLY_JOB_TOO_BIG = 22;
 export const REPLY_DRAINING = 23;
-/** Not a beanstalk reply: the stream lost its framing. The scanner stops after reporting it. */
+/** Not a reply of the protocol: the stream lost its framing. The scanner stops after reporting it. */
 export const REPLY_GARBLED = 24;
-export const REPLY_KINDS = 25;
+// workq replies (workq.ts scans them).
+export const REPLY_WQ_OK = 25; //           "+OK": add, complete
+export const REPLY_WQ_JOB = 26; //          "+OK 1" + "<id> <name> <size>" + payload: lease
+export const REPLY_WQ_TIMEOUT = 27; //      "-TIMEOUT": lease found nothing in time
+export const REPLY_WQ_NOT_FOUND = 28; //    "-NOT-FOUND"
+export const REPLY_WQ_CLIENT_ERROR = 29; // "-CLIENT-ERROR <text>"
+export const REPLY_WQ_SERVER_ERROR = 30; // "-SERVER-ERROR <text>"
+export const REPLY_KINDS = 31;
+/** Not a reply yet: a line that only announces what follows (workq's "+OK 1"). */
+export const REPLY_PENDING = 0;
 
 // How each reply continues after its first word.
 const ARGS_NONE = 0; //     "DELETED"
@@ -91,6 +103,12 @@ const WORDS: Array<[string, number, number]> = [
 export const REPLY_NAMES: string[] = new Array<string>(REPLY_KINDS).fill('?');
 for (const [name, kind] of WORDS) REPLY_NAMES[kind] = name;
 REPLY_NAMES[REPLY_GARBLED] = 'GARBLED';
+REPLY_NAMES[REPLY_WQ_OK] = '+OK';
+REPLY_NAMES[REPLY_WQ_JOB] = '+OK 1 (job)';
+REPLY_NAMES[REPLY_WQ_TIMEOUT] = '-TIMEOUT';
+REPLY_NAMES[REPLY_WQ_NOT_FOUND] = '-NOT-FOUND';
+REPLY_NAMES[REPLY_WQ_CLIENT_ERROR] = '-CLIENT-ERROR';
+REPLY_NAMES[REPLY_WQ_SERVER_ERROR] = '-SERVER-ERROR';
 
 /** Words by first byte: a reply is classified with one table lookup and a short compare. */
 const WORDS_BY_FIRST_BYTE: Word[][] = Array.from({ length: 256 }, () => []);
@@ -102,7 +120,7 @@ for (const [name, kind, args] of WORDS) {
 export interface ReplySink {
   /**
    * One reply. `arg` is the first number (job id, watch count) or -1. For replies with a body
-   * (RESERVED, FOUND, OK), `body[bodyStart .. bodyStart + bodyKeptBytes)` is the body's prefix
+   * (RESERVED, FOUND, OK, workq's job), `body[bodyStart .. bodyStart + bodyKeptBytes)` is the body's prefix
    * and `bodyBytes` its full length; the view is only valid during the call.
    */
   onReply(kind: number, arg: number, body: Uint8Array, bodyStart: number, bodyKeptBytes: number, bodyBytes: number): void;
@@ -115,12 +133,18 @@ const STATE_LINE = 0;
 const STATE_BODY = 1;
 const STATE_FAILED = 2;
 
-export class ReplyScanner {
-  private readonly sink: ReplySink;
+/**
+ * Lines and length-announced bodies, split anywhere across reads. A subclass classifies each
+ * line (parseLine) into the parsed* fields: a kind, a number, and the length of a body that
+ * follows (-1 if none). Kind REPLY_PENDING consumes a line without reporting a reply.
+ */
+export class FrameScanner {
+  protected readonly sink: ReplySink;
   private readonly bodyPrefixBytes: number;
+  private readonly lineBytesMax: number;
   private state = STATE_LINE;
   /** Part of a reply line that arrived without its LF. */
-  private readonly line = new Uint8Array(LINE_BYTES_MAX);
+  private readonly line: Uint8Array;
   private lineBytes = 0;
   /** Reply whose body is being skipped. */
   private bodyKind = 0;
@@ -130,14 +154,16 @@ export class ReplyScanner {
   private bodyConsumed = 0;
   private readonly bodyPrefix: Uint8Array;
   // Results of parseLine, kept in fields so the parse allocates nothing.
-  private parsedKind = 0;
-  private parsedArg = -1;
-  private parsedBodyBytes = -1;
+  protected parsedKind = 0;
+  protected parsedArg = -1;
+  protected parsedBodyBytes = -1;
 
-  constructor(sink: ReplySink, bodyPrefixBytes = BODY_PREFIX_BYTES_DEFAULT) {
+  constructor(sink: ReplySink, bodyPrefixBytes: number, lineBytesMax: number) {
     this.sink = sink;
     this.bodyPrefixBytes = bodyPrefixBytes;
     this.bodyPrefix = new Uint8Array(bodyPrefixBytes);
+    this.lineBytesMax = lineBytesMax;
+    this.line = new Uint8Array(lineBytesMax);
   }
 
   get failed(): boolean {
@@ -165,29 +191,29 @@ export class ReplyScanner {
 
   private scanLine(buf: Uint8Array, pos: number, end: number): number {
     // Find LF, looking no further than the line limit.
-    const limit = Math.min(end, pos + LINE_BYTES_MAX - this.lineBytes);
+    const limit = Math.min(end, pos + this.lineBytesMax - this.lineBytes);
     let lf = pos;
     while (lf < limit && buf[lf] !== LF) lf++;
     if (lf === limit) {
-      if (limit < end || this.lineBytes + (limit - pos) >= LINE_BYTES_MAX) return this.garbled();
+      if (limit < end || this.lineBytes + (limit - pos) >= this.lineBytesMax) return this.garbled();
       this.line.set(buf.subarray(pos, end), this.lineBytes);
       this.lineBytes += end - pos;
       return end;
     }
     let ok: boolean;
     if (this.lineBytes === 0) {
-      ok = this.parseLine(buf, pos, lf);
+      ok = lf > pos && buf[lf - 1] === CR && this.parseLine(buf, pos, lf - 1);
     } else {
       // The line straddled reads: complete it in the scratch buffer and parse it there.
       this.line.set(buf.subarray(pos, lf + 1), this.lineBytes);
       const lineEnd = this.lineBytes + (lf - pos);
       this.lineBytes = 0;
-      ok = this.parseLine(this.line, 0, lineEnd);
+      ok = lineEnd > 0 && this.line[lineEnd - 1] === CR && this.parseLine(this.line, 0, lineEnd - 1);
     }
     if (!ok) return this.garbled();
     const next = lf + 1;
     if (this.parsedBodyBytes < 0) {
-      this.sink.onReply(this.parsedKind, this.parsedArg, EMPTY, 0, 0, 0);
+      if (this.parsedKind !== REPLY_PENDING) this.sink.onReply(this.parsedKind, this.parsedArg, EMPTY, 0, 0, 0);
       return next;
     }
     const bodyBytes = this.parsedBodyBytes;
@@ -230,10 +256,43 @@ export class ReplyScanner {
     return pos + take;
   }
 
-  /** Parses the line `buf[start .. lf]` (lf is the index of its LF) into the parsed* fields. */
-  private parseLine(buf: Uint8Array, start: number, lf: number): boolean {
-    const cr = lf - 1;
-    if (cr < start || buf[cr] !== CR) return false;
+  /**
+   * Classifies the line `buf[start .. cr)` (its CR at `cr`, LF after it) into the parsed* fields;
+   * false if it is not a reply of the protocol.
+   */
+  protected parseLine(_buf: Uint8Array, _start: number, _cr: number): boolean {
+    return false;
+  }
+
+  /** Parses decimal digits from `pos` into parsedArg; returns the index after them, -1 if none. */
+  protected parseNumber(buf: Uint8Array, pos: number, cr: number): number {
+    let value = 0;
+    let i = pos;
+    while (i < cr) {
+      const d = buf[i]! - ZERO;
+      if (d < 0 || d > 9) break;
+      value = value * 10 + d;
+      i++;
+    }
+    if (i === pos || i - pos > 20) return -1;
+    this.parsedArg = value;
+    return i;
+  }
+
+  private garbled(): number {
+    this.state = STATE_FAILED;
+    this.sink.onReply(REPLY_GARBLED, -1, EMPTY, 0, 0, 0);
+    return Number.MAX_SAFE_INTEGER;
+  }
+}
+
+/** Beanstalk replies. */
+export class ReplyScanner extends FrameScanner {
+  constructor(sink: ReplySink, bodyPrefixBytes = BODY_PREFIX_BYTES_DEFAULT) {
+    super(sink, bodyPrefixBytes, LINE_BYTES_MAX);
+  }
+
+  protected override parseLine(buf: Uint8Array, start: number, cr: number): boolean {
     let wordEnd = start;
     while (wordEnd < cr && buf[wordEnd] !== SP) wordEnd++;
     const word = this.lookup(buf, start, wordEnd);
@@ -272,21 +331,6 @@ export class ReplyScanner {
     return false;
   }
 
-  /** Parses decimal digits from `pos` into parsedArg; returns the index after them, -1 if none. */
-  private parseNumber(buf: Uint8Array, pos: number, cr: number): number {
-    let value = 0;
-    let i = pos;
-    while (i < cr) {
-      const d = buf[i]! - ZERO;
-      if (d < 0 || d > 9) break;
-      value = value * 10 + d;
-      i++;
-    }
-    if (i === pos || i - pos > 20) return -1;
-    this.parsedArg = value;
-    return i;
-  }
-
   private lookup(buf: Uint8Array, start: number, end: number): Word | null {
     if (end === start) return null;
     const candidates = WORDS_BY_FIRST_BYTE[buf[start]!]!;
@@ -298,11 +342,5 @@ export class ReplyScanner {
       return word;
     }
     return null;
-  }
-
-  private garbled(): number {
-    this.state = STATE_FAILED;
-    this.sink.onReply(REPLY_GARBLED, -1, EMPTY, 0, 0, 0);
-    return Number.MAX_SAFE_INTEGER;
   }
 }

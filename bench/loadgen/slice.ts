@@ -11,6 +11,9 @@
 // deadline a connection starts no new job but still deletes every job it has reserved, and waits
 // for every reply; consumers use reserve-with-timeout so a blocked reserve returns within
 // `reserveTimeoutS`. Jobs put but not yet reserved stay queued for the final drain.
+//
+// The same loop speaks workq (options.protocol): add for put, lease for reserve, complete for
+// delete, with workq.ts's encoders and reply scanner; the code below says put/reserve/delete.
 
 import net from 'node:net';
 import { Histogram } from './histogram.ts';
@@ -21,6 +24,7 @@ import {
   ROLE_CYCLE,
   ROLE_DRAIN,
   ROLE_PRODUCER,
+  COMMAND_WORDS,
   type ConnectionPlan,
   type LoadMode,
   type LoadOptions,
@@ -46,9 +50,16 @@ import {
   REPLY_TIMED_OUT,
   REPLY_USING,
   REPLY_WATCHING,
+  REPLY_WQ_CLIENT_ERROR,
+  REPLY_WQ_JOB,
+  REPLY_WQ_OK,
+  REPLY_WQ_SERVER_ERROR,
+  REPLY_WQ_TIMEOUT,
   ReplyScanner,
+  type FrameScanner,
   type ReplySink,
 } from './scanner.ts';
+import { COMPLETE_ID_OFFSET, COMPLETE_TEMPLATE, JobIds, leaseCommand, makeAddTemplate, UUID_BYTES, WorkqReplyScanner } from './workq.ts';
 import {
   attachControlBlock,
   kDeletedTotal,
@@ -148,6 +159,20 @@ export interface SliceResult {
   lastCompletionEpochMs: number;
   rateMissed: number;
   connectionsFailed: number;
+  /** workq: leased jobs whose id is not the one their payload's sequence number was added under. */
+  idMismatches: number;
+}
+
+/** What one connection sends: beanstalk's are shared by the slice, workq's name the connection's jobs. */
+interface WireCommands {
+  /** null for a connection that never puts. */
+  put: PutTemplate | null;
+  /** workq: offset of the job id inside put.bytes; -1 for beanstalk. */
+  idOffset: number;
+  reserveNow: Buffer;
+  reserveWait: Buffer;
+  /** Sent once before the run; each must be answered USING / WATCHING (workq: -TIMEOUT). */
+  setup: string[];
 }
 
 function zeroCounters(): SliceCounters {
@@ -162,10 +187,16 @@ export class Slice {
   readonly task: SliceTask;
   readonly options: LoadOptions;
   readonly cb: ControlBlock;
-  readonly putTemplate: PutTemplate;
+  readonly workq: boolean;
+  /** workq: the run's job ids. */
+  readonly ids: JobIds | null;
+  /** beanstalk: every connection's put (workq's add names its job: one per connection). */
+  readonly putTemplate: PutTemplate | null;
   readonly nonceBytes: Uint8Array;
   readonly reserveNowCmd: Buffer;
   readonly reserveWaitCmd: Buffer;
+  /** put, reserve, delete, setup, reserve-wait in the protocol's words, by CMD_*. */
+  readonly commandNames: string[];
   /** Put runs count INSERTED as the job; every other mode counts DELETED. */
   readonly putIsJob: boolean;
   readonly readBuffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
@@ -176,6 +207,7 @@ export class Slice {
   readonly total = zeroCounters();
   readonly measured = zeroCounters();
   corruptBodies = 0;
+  idMismatches = 0;
   rateMissed = 0;
   connectionsFailed = 0;
   readonly errorsByKind: Record<string, number> = {};
@@ -216,7 +248,11 @@ export class Slice {
     this.task = task;
     this.options = task.options;
     this.cb = attachControlBlock(task.sab, task.threads);
-    this.putTemplate = makePutTemplate(task.nonce, this.options.bodyBytes, this.options.pri, this.options.ttrS);
+    this.workq = this.options.protocol === 'workq';
+    this.ids = this.workq ? new JobIds(task.nonce) : null;
+    const words = COMMAND_WORDS[this.options.protocol];
+    this.commandNames = ['', words.put, words.reserve, words.delete, 'setup', `${words.reserve}-wait`];
+    this.putTemplate = this.workq ? null : makePutTemplate(task.nonce, this.options.bodyBytes, this.options.pri, this.options.ttrS);
     this.nonceBytes = Buffer.from(task.nonce, 'latin1');
     // Pipelined reserves never block: a blocking reserve holds up every command behind it on
     // its connection (beanstalkd answers a connection's commands in order), deletes included.
@@ -225,6 +261,29 @@ export class Slice {
     this.reserveWaitCmd = reserveWithTimeout(this.options.reserveTimeoutS);
     this.putIsJob = task.mode === 'put' || task.mode === 'mem';
     this.rateLimited = this.options.rate !== null && task.producersInSlice > 0;
+  }
+
+  /** The commands of a connection with this plan. */
+  commandsFor(plan: ConnectionPlan): WireCommands {
+    const { nonce } = this.task;
+    if (!this.workq) {
+      const setup: string[] = [];
+      if (plan.useTube >= 0) setup.push(`use ${tubeName(nonce, plan.useTube)}\r\n`);
+      for (const t of plan.watchTubes) setup.push(`watch ${tubeName(nonce, t)}\r\n`);
+      if (plan.watchTubes.length > 0) setup.push('ignore default\r\n');
+      return { put: this.putTemplate!, idOffset: -1, reserveNow: this.reserveNowCmd, reserveWait: this.reserveWaitCmd, setup };
+    }
+    const o = this.options;
+    const put = plan.useTube < 0 ? null : makeAddTemplate(this.ids!, nonce, tubeName(nonce, plan.useTube), o.bodyBytes, Math.round(o.ttrS * 1000), Math.round(o.ttlS * 1000));
+    const names = plan.watchTubes.map((t) => tubeName(nonce, t));
+    return {
+      put,
+      idOffset: put === null ? -1 : put.idOffset,
+      reserveNow: names.length === 0 ? Buffer.alloc(0) : leaseCommand(names, 0),
+      reserveWait: names.length === 0 ? Buffer.alloc(0) : leaseCommand(names, Math.round(o.reserveTimeoutS * 1000)),
+      // workq has no set-up; one lease of a name nobody adds to checks that the server speaks it.
+      setup: [`lease bench.${nonce}.probe 0\r\n`],
+    };
   }
 
   async run(): Promise<SliceResult> {
@@ -424,11 +483,10 @@ export class Slice {
       lastCompletionEpochMs: this.lastCompletionMs < 0 ? 0 : performance.timeOrigin + this.lastCompletionMs,
       rateMissed: this.rateMissed,
       connectionsFailed: this.connectionsFailed,
+      idMismatches: this.idMismatches,
     };
   }
 }
-
-const COMMAND_NAMES = ['', 'put', 'reserve', 'delete', 'setup', 'reserve-wait'];
 
 class LoadConnection implements ReplySink {
   readonly slice: Slice;
@@ -436,7 +494,10 @@ class LoadConnection implements ReplySink {
   readonly plan: ConnectionPlan;
   private readonly pipeline: number;
   private socket: net.Socket | null = null;
-  private readonly scanner: ReplyScanner;
+  private readonly scanner: FrameScanner;
+  /** The same scanner when it reads workq (the leased job's id, error texts). */
+  private readonly wq: WorkqReplyScanner | null;
+  private readonly wire: WireCommands;
   // In-flight commands, oldest at `head`.
   private readonly kinds: Uint8Array;
   private readonly sentAtMs: Float64Array;
@@ -468,16 +529,18 @@ class LoadConnection implements ReplySink {
     this.index = index;
     this.plan = plan;
     this.pipeline = slice.task.pipeline;
-    this.scanner = new ReplyScanner(this);
-    // Ring capacity: the pipeline plus setup commands (one use, the watches, one ignore).
+    this.wq = slice.workq ? new WorkqReplyScanner(this) : null;
+    this.scanner = this.wq ?? new ReplyScanner(this);
+    this.wire = slice.commandsFor(plan);
+    // Ring capacity: the pipeline plus setup commands.
     let capacity = 1;
-    while (capacity < this.pipeline + plan.watchTubes.length + 2) capacity *= 2;
+    while (capacity < this.pipeline + this.wire.setup.length) capacity *= 2;
     this.kinds = new Uint8Array(capacity);
     this.sentAtMs = new Float64Array(capacity);
     this.seqs = new Float64Array(capacity);
     this.mask = capacity - 1;
     // Worst case between two flushes: a follow-up for each reply plus a refill of each slot.
-    this.out = Buffer.allocUnsafeSlow(2 * this.pipeline * Math.max(slice.putTemplate.bytes.length, 64) + 4096);
+    this.out = Buffer.allocUnsafeSlow(2 * this.pipeline * Math.max(this.wire.put?.bytes.length ?? 0, 64) + 4096);
   }
 
   open(): Promise<void> {
@@ -513,11 +576,7 @@ class LoadConnection implements ReplySink {
   }
 
   private sendSetup(): void {
-    const nonce = this.slice.task.nonce;
-    const lines: string[] = [];
-    if (this.plan.useTube >= 0) lines.push(`use ${tubeName(nonce, this.plan.useTube)}\r\n`);
-    for (const t of this.plan.watchTubes) lines.push(`watch ${tubeName(nonce, t)}\r\n`);
-    if (this.plan.watchTubes.length > 0) lines.push('ignore default\r\n');
+    const lines = this.wire.setup;
     this.setupPending = lines.length;
     for (let i = 0; i < lines.length; i++) this.push(CMD_SETUP, 0, 0);
     if (lines.length === 0) {
@@ -584,8 +643,9 @@ class LoadConnection implements ReplySink {
     this.head = (slot + 1) & this.mask;
     this.count--;
     if (cmd === CMD_SETUP) {
-      if (kind !== REPLY_USING && kind !== REPLY_WATCHING) {
-        this.fail(`setup command answered ${REPLY_NAMES[kind]}`);
+      // Each scanner reports only its own protocol's replies, so either protocol's is accepted.
+      if (kind !== REPLY_USING && kind !== REPLY_WATCHING && kind !== REPLY_WQ_TIMEOUT) {
+        this.fail(`setup command answered ${this.replyName(kind)}`);
         return;
       }
       if (--this.setupPending === 0) this.onSetupComplete();
@@ -595,7 +655,7 @@ class LoadConnection implements ReplySink {
     if (s.inWindow()) s.measured.commands++;
     switch (cmd) {
       case CMD_PUT:
-        if (kind === REPLY_INSERTED) {
+        if (kind === REPLY_INSERTED || kind === REPLY_WQ_OK) {
           s.ledger.markInserted(seq);
           s.total.puts++;
           if (s.inWindow()) s.measured.puts++;
@@ -615,7 +675,7 @@ class LoadConnection implements ReplySink {
       case CMD_RESERVE:
       case CMD_RESERVE_WAIT:
         this.reservesInFlight--;
-        if (kind === REPLY_RESERVED) {
+        if (kind === REPLY_RESERVED || kind === REPLY_WQ_JOB) {
           s.total.reserves++;
           if (s.inWindow()) s.measured.reserves++;
           // A waiting reserve's time is the tube's emptiness, not the server's latency.
@@ -627,11 +687,13 @@ class LoadConnection implements ReplySink {
           } else {
             s.ledger.markReserved(jobSeq);
             if (bodyBytes !== s.options.bodyBytes) s.corruptBodies++;
+            if (this.wq !== null && !s.ids!.matches(this.wq.id, 0, jobSeq)) s.idMismatches++;
           }
           // Always delete what we reserved, even after the deadline: a reserved job left behind
           // would come back to the final drain and read as a duplicate.
-          this.pushDelete(arg, jobSeq);
-        } else if (kind === REPLY_TIMED_OUT || kind === REPLY_DEADLINE_SOON) {
+          if (this.wq === null) this.pushDelete(arg, jobSeq);
+          else this.pushComplete(this.wq.id, jobSeq);
+        } else if (kind === REPLY_TIMED_OUT || kind === REPLY_DEADLINE_SOON || kind === REPLY_WQ_TIMEOUT) {
           s.total.timedOut++;
           // Drain: the tubes are empty. Consumer: wait for more (fill sends the waiting
           // reserve). Cycle: the chain ends and its slot starts a new put.
@@ -642,7 +704,7 @@ class LoadConnection implements ReplySink {
         }
         return;
       case CMD_DELETE:
-        if (kind === REPLY_DELETED) {
+        if (kind === REPLY_DELETED || kind === REPLY_WQ_OK) {
           s.total.deletes++;
           if (s.inWindow()) s.measured.deletes++;
           s.latency(s.hDelete, sentAt);
@@ -733,19 +795,20 @@ class LoadConnection implements ReplySink {
     this.sentAtMs[slot] = sentAtMs;
     this.count++;
     if (cmd === CMD_RESERVE) {
-      this.append(this.slice.reserveNowCmd);
+      this.append(this.wire.reserveNow);
       this.reservesInFlight++;
     } else if (cmd === CMD_RESERVE_WAIT) {
-      this.append(this.slice.reserveWaitCmd);
+      this.append(this.wire.reserveWait);
       this.reservesInFlight++;
     }
   }
 
   private pushPut(seq: number, sentAtMs: number): void {
-    const t = this.slice.putTemplate;
+    const t = this.wire.put!;
     const at = this.reserveOut(t.bytes.length);
     this.out.set(t.bytes, at);
     writeFixedDigits(this.out, at + t.seqOffset + SEQ_DIGITS, SEQ_DIGITS, seq);
+    if (this.wire.idOffset >= 0) this.slice.ids!.writeVarying(this.out, at + this.wire.idOffset, seq);
     this.outBytes = at + t.bytes.length;
     this.push(CMD_PUT, seq, sentAtMs);
   }
@@ -757,6 +820,15 @@ class LoadConnection implements ReplySink {
     this.out[at++] = 13;
     this.out[at++] = 10;
     this.outBytes = at;
+    this.push(CMD_DELETE, seq, this.slice.nowMs);
+  }
+
+  /** workq: `complete <id> 0` with the id the lease reply carried. */
+  private pushComplete(id: Uint8Array, seq: number): void {
+    const at = this.reserveOut(COMPLETE_TEMPLATE.length);
+    this.out.set(COMPLETE_TEMPLATE, at);
+    for (let i = 0; i < UUID_BYTES; i++) this.out[at + COMPLETE_ID_OFFSET + i] = id[i]!;
+    this.outBytes = at + COMPLETE_TEMPLATE.length;
     this.push(CMD_DELETE, seq, this.slice.nowMs);
   }
 
@@ -776,9 +848,15 @@ class LoadConnection implements ReplySink {
     return this.outBytes;
   }
 
+  /** A reply's name; a workq error with its text. */
+  private replyName(kind: number): string {
+    if (this.wq !== null && (kind === REPLY_WQ_CLIENT_ERROR || kind === REPLY_WQ_SERVER_ERROR)) return this.wq.errorText;
+    return REPLY_NAMES[kind]!;
+  }
+
   private unexpected(cmd: number, kind: number): void {
-    const name = `${COMMAND_NAMES[cmd]}:${REPLY_NAMES[kind]}`;
-    this.slice.error(name, `connection ${this.index}: ${COMMAND_NAMES[cmd]} answered ${REPLY_NAMES[kind]}`);
+    const command = this.slice.commandNames[cmd];
+    this.slice.error(`${command}:${REPLY_NAMES[kind]}`, `connection ${this.index}: ${command} answered ${this.replyName(kind)}`);
   }
 
   /** Gives up on this connection if it is still waiting for replies. */

@@ -1,6 +1,7 @@
 // Human-readable output: the end-of-run report and the live progress bar.
 
 import type { LatencySummary } from '../loadgen/histogram.ts';
+import { COMMAND_WORDS } from '../loadgen/options.ts';
 import type { LoadResult, Progress } from '../loadgen/run.ts';
 
 const int = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
@@ -39,6 +40,7 @@ function latencyRow(name: string, l: LatencySummary): string {
 
 export function formatReport(r: LoadResult): string {
   const o = r.options;
+  const words = COMMAND_WORDS[o.protocol];
   const lines: string[] = [];
   const window = o.durationS !== null && r.mode !== 'reserve' ? `${o.durationS} s${o.warmupS > 0 ? ` (+${o.warmupS} s warm-up)` : ''}` : `-n ${fmtInt(o.jobs ?? 0)}`;
   lines.push(
@@ -46,7 +48,7 @@ export function formatReport(r: LoadResult): string {
   );
   for (const w of r.warnings) lines.push(`  warning: ${w}`);
   const prefill = r.phases.find((p) => p.phase === 'prefill');
-  if (prefill) lines.push(`  prefill      ${fmtInt(prefill.totals.puts)} jobs in ${prefill.elapsedS.toFixed(2)} s (${fmtInt(prefill.jobsPerSec)} puts/s)`);
+  if (prefill) lines.push(`  prefill      ${fmtInt(prefill.totals.puts)} jobs in ${prefill.elapsedS.toFixed(2)} s (${fmtInt(prefill.jobsPerSec)} ${words.put}s/s)`);
   lines.push(`  throughput   ${fmtInt(r.jobsPerSec)} jobs/s   ${fmtInt(r.commandsPerSec)} commands/s   (${fmtInt(r.jobs)} jobs in ${r.elapsedS.toFixed(2)} s)`);
   const extended = r.phases.find((p) => p.phase === 'load')?.windowExtendedS ?? 0;
   if (extended > 0) lines.push(`  window       extended by ${extended.toFixed(1)} s to hold ${o.minWaves} waves of the ${fmtInt(o.connections * o.pipeline)} jobs in flight (--min-waves)`);
@@ -54,10 +56,11 @@ export function formatReport(r: LoadResult): string {
     const load = r.phases.find((p) => p.phase === 'load');
     const putsPerSec = load && load.elapsedS > 0 ? load.puts / load.elapsedS : 0;
     const missed = load?.rateMissed ?? 0;
-    lines.push(`  open loop    target ${fmtInt(o.rate)} puts/s, sent ${fmtInt(putsPerSec)} puts/s${missed ? `, ${fmtInt(missed)} due puts dropped (backlog full)` : ''}; latency counts from each put's intended send time`);
+    const put = words.put;
+    lines.push(`  open loop    target ${fmtInt(o.rate)} ${put}s/s, sent ${fmtInt(putsPerSec)} ${put}s/s${missed ? `, ${fmtInt(missed)} due ${put}s dropped (backlog full)` : ''}; latency counts from each ${put}'s intended send time`);
   }
   lines.push(`  latency           p50      p99    p99.9      max       count`);
-  for (const [name, l] of Object.entries(r.latencyUs)) if (l.count > 0) lines.push(latencyRow(name, l));
+  for (const [name, l] of Object.entries(r.latencyUs)) if (l.count > 0) lines.push(latencyRow(words[name as keyof typeof words], l));
   const g = r.generatorCpu;
   const cores = r.machine.cores;
   let cpu = `  CPU          generator ${g.cpuS.toFixed(2)} s = ${(g.shareOfOneCore * 100).toFixed(0)}% of a core (${((g.shareOfOneCore / cores) * 100).toFixed(0)}% of ${cores} cores)`;
@@ -77,8 +80,8 @@ export function formatReport(r: LoadResult): string {
   const v = r.verify;
   if (v.checked) {
     lines.push(
-      `  verify       ${fmtInt(v.inserted)} acknowledged puts: ${fmtInt(v.deletedOnce)} deleted exactly once, lost ${v.lost}, duplicated ${v.duplicated}` +
-        `${v.unacknowledged ? `, unacknowledged ${v.unacknowledged}` : ''}${v.foreign ? `, foreign ${v.foreign}` : ''}   (final drain: ${fmtInt(v.drained)})`,
+      `  verify       ${fmtInt(v.inserted)} acknowledged ${words.put}s: ${fmtInt(v.deletedOnce)} ${words.reserve}d and ${words.delete}d exactly once, lost ${v.lost}, duplicated ${v.duplicated}` +
+        `${v.unacknowledged ? `, unacknowledged ${v.unacknowledged}` : ''}${v.foreign ? `, foreign ${v.foreign}` : ''}${v.idMismatches ? `, wrong id ${v.idMismatches}` : ''}   (final drain: ${fmtInt(v.drained)})`,
     );
   } else {
     lines.push(`  verify       not checked (put run without --drain)`);

@@ -47,3 +47,11 @@ export function fullMatrix(): Point[] {
 export function quickMatrix(): Point[] {
   return [point('put', 100, 16, 100, 1), point('cycle', 100, 16, 100, 1), point('cycle', 100, 1, 100, 1), point('cycle', 1000, 1, 4096, 64)];
 }
+
+/**
+ * `--protocol workq`: the headline points only (each connection adding; add → lease → complete
+ * deep and shallow pipelines); there is no reference workq server to hold a whole matrix against.
+ */
+export function workqMatrix(): Point[] {
+  return [point('put', 100, 16, 100, 1), point('cycle', 100, 16, 100, 1), point('cycle', 100, 1, 100, 1)];
+}

@@ -1,5 +1,6 @@
 // From the suite's runs to medians, back-to-back ratios, RESULTS.md and charts.
 
+import { COMMAND_WORDS, type Protocol } from '../loadgen/options.ts';
 import type { LoadResult } from '../loadgen/run.ts';
 import { barChart, lineChart } from '../report/svg.ts';
 import { fmtBytes, fmtInt, fmtUs } from '../report/text.ts';
@@ -55,6 +56,8 @@ export interface SuiteContext {
   warmupS: number;
   threads: number;
   quick: boolean;
+  /** Absent in suite.json files from before workq: beanstalk. */
+  protocol?: Protocol;
 }
 
 export function recordOf(point: Point, server: string, round: number, order: number, r: LoadResult): RunRecord {
@@ -188,9 +191,18 @@ export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records
   const servers = ctx.servers.map((s) => s.name);
   const contenders = servers.filter((s) => s !== BASELINE);
   const hasBaseline = servers.includes(BASELINE);
+  // A workq run is one section of RESULTS.md (the beanstalk suite's is the page): one level down.
+  const workq = ctx.protocol === 'workq';
+  const w = COMMAND_WORDS[ctx.protocol ?? 'beanstalk'];
+  const h2 = workq ? '###' : '##';
   const out: string[] = [];
-  out.push('# shardstalk vs beanstalkd: load-test results', '');
-  out.push(`Generated ${ctx.finishedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')} by the side-by-side suite (\`bench/suite.ts\`${ctx.quick ? ', quick mode' : ''}).`, '');
+  if (workq) {
+    out.push(`## workq: shardstalk's workq listener (${w.put} → ${w.reserve} → ${w.delete})`, '');
+    out.push(`Generated ${ctx.finishedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')} by \`bench/suite.ts --protocol workq\`${ctx.quick ? ' (quick mode)' : ''}.`, '');
+  } else {
+    out.push('# shardstalk vs beanstalkd: load-test results', '');
+    out.push(`Generated ${ctx.finishedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')} by the side-by-side suite (\`bench/suite.ts\`${ctx.quick ? ', quick mode' : ''}).`, '');
+  }
   out.push('| | |', '|---|---|');
   out.push(`| machine | ${ctx.machine.cores} cores, ${ctx.machine.cpuModel}, Linux ${ctx.machine.kernel}, load average at start ${ctx.machine.loadAverage} |`);
   out.push(`| software | Node ${ctx.machine.node}; shardstalk at ${ctx.commit} |`);
@@ -198,20 +210,29 @@ export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records
   const longest = Math.max(0, ...records.map((r) => r.windowS ?? 0));
   const grown = longest > ctx.durationS * 1.05 ? ` (longer where many jobs are in flight, up to ${longest.toFixed(1)} s, so that each window holds at least 20 "waves" of them)` : '';
   out.push(`| method | ${ctx.runs} run${ctx.runs > 1 ? 's' : ''} per point and server, ${ctx.durationS} s measured${grown} after ${ctx.warmupS} s of warm-up, a fresh server for every run; the servers take turns run by run (order rotated each round), so each round is a back-to-back comparison |`);
-  out.push(`| generator | \`bench/cli.ts\` in-process, ${ctx.threads} worker thread${ctx.threads > 1 ? 's' : ''}; every acknowledged job checked reserved and deleted exactly once (cycle) |`);
+  out.push(`| generator | \`bench/cli.ts\`${workq ? ' --protocol workq' : ''} in-process, ${ctx.threads} worker thread${ctx.threads > 1 ? 's' : ''}; every acknowledged job checked ${w.reserve}d and ${w.delete}d exactly once (cycle) |`);
   out.push(`| started / finished | ${ctx.startedAt} / ${ctx.finishedAt} |`);
   out.push('');
   out.push('Reproduce:', '', '```sh', ctx.command, '```', '');
-  out.push('Figures are medians with [min–max] over the runs. Ratios are medians of per-round ratios (each', 'round ran the servers back to back); this VM switches between speed states about 2× apart within', 'minutes, so only the ratios are meaningful, not the absolute numbers.', '');
+  if (workq) {
+    out.push(
+      'Figures are medians with [min–max] over the runs. No reference workq server (github.com/iamduo/workq)',
+      'is installed on this machine, so there is no baseline column and no ratio. This VM switches between',
+      'speed states about 2× apart within minutes: compare columns of the same table, not figures across days.',
+      '',
+    );
+  } else {
+    out.push('Figures are medians with [min–max] over the runs. Ratios are medians of per-round ratios (each', 'round ran the servers back to back); this VM switches between speed states about 2× apart within', 'minutes, so only the ratios are meaningful, not the absolute numbers.', '');
+  }
   const broken = Object.entries(ctx.broken);
   if (broken.length > 0) {
-    out.push('## ⚠ Servers that failed', '');
+    out.push(`${h2} ⚠ Servers that failed`, '');
     for (const [name, reason] of broken) out.push(`- **${name}**: ${reason.split('\n')[0]}`);
     out.push('');
   }
   out.push(`![throughput per configuration](${summarySvgName})`, '');
 
-  out.push('## Throughput (jobs/s)', '');
+  out.push(`${h2} Throughput (jobs/s)`, '');
   const ratioHeads = hasBaseline ? contenders.map((s) => `${s} / ${BASELINE}`) : [];
   out.push(`| point | ${[...servers, ...ratioHeads].join(' | ')} |`);
   out.push(`|---|${[...servers, ...ratioHeads].map(() => '---:').join('|')}|`);
@@ -226,15 +247,16 @@ export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records
   }
   out.push('');
   out.push(
-    'Points: `mode connections×pipeline body [tubes]`. put: jobs = INSERTED replies; cycle: each connection',
-    'pipelines put → reserve → delete and jobs = DELETED replies.',
+    ...(workq
+      ? ['Points: `mode connections×pipeline body [job names]`. put: each connection only adds, jobs = adds answered', '+OK; cycle: each connection pipelines add → lease → complete and jobs = completes answered +OK.']
+      : ['Points: `mode connections×pipeline body [tubes]`. put: jobs = INSERTED replies; cycle: each connection', 'pipelines put → reserve → delete and jobs = DELETED replies.']),
     '',
     `- † the generator used more than ${pct(GENERATOR_BOUND_SHARE)} of a core in most runs: the figure may be the generator's limit rather than the server's.`,
     `- ‡ other processes used more than ${pct(NOISY_SHARE)} of a core in most runs: noisy.`,
     '',
   );
 
-  out.push('## Latency p99 (put / reserve / delete)', '');
+  out.push(`${h2} Latency p99 (${w.put} / ${w.reserve} / ${w.delete})`, '');
   out.push(`| point | ${servers.join(' | ')} |`);
   out.push(`|---|${servers.map(() => '---:').join('|')}|`);
   for (const p of points) {
@@ -250,7 +272,7 @@ export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records
   }
   out.push('');
 
-  out.push('## CPU (share of one core: generator / server)', '');
+  out.push(`${h2} CPU (share of one core: generator / server)`, '');
   out.push('The generator shares the machine with the server; if it were near 100% of a core it, not the server, would set the pace.', '');
   out.push(`| point | ${servers.join(' | ')} |`);
   out.push(`|---|${servers.map(() => '---:').join('|')}|`);
@@ -267,7 +289,7 @@ export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records
   out.push('');
 
   if (mem.length > 0) {
-    out.push('## Memory: server RSS growth with queued 100-byte jobs', '');
+    out.push(`${h2} Memory: server RSS growth with queued 100-byte jobs`, '');
     out.push('| server | jobs | RSS before | RSS after | bytes per job |', '|---|---:|---:|---:|---:|');
     for (const m of mem) {
       if (!m.ok || m.bytesPerJob === null) {
@@ -292,7 +314,7 @@ export function writeResultsMarkdown(ctx: SuiteContext, points: Point[], records
     out.push(...reference, '');
   }
 
-  out.push('## Trust', '');
+  out.push(`${h2} Trust`, '');
   const failedRuns = records.filter((r) => !r.ok);
   const lost = records.reduce((n, r) => n + r.lost, 0);
   const dup = records.reduce((n, r) => n + r.duplicated, 0);
@@ -397,22 +419,29 @@ export function memChart(ctx: SuiteContext, mem: MemRecord[]): string {
 /** The suite's own part of RESULTS.md lies between these; everything else in the file is kept. */
 export const GENERATED_BEGIN = '<!-- bench/suite.ts: generated from here; edit outside these markers -->';
 export const GENERATED_END = '<!-- bench/suite.ts: generated up to here -->';
+/** The part a `--protocol workq` suite run writes, a section of the same file. */
+export const WORKQ_GENERATED_BEGIN = '<!-- bench/suite.ts --protocol workq: generated from here; edit outside these markers -->';
+export const WORKQ_GENERATED_END = '<!-- bench/suite.ts --protocol workq: generated up to here -->';
 /** Headings the suite writes, to find its part in a file written before the markers existed. */
 const GENERATED_HEADINGS = ['## ⚠ Servers that failed', '## Throughput (jobs/s)', '## Latency p99', '## CPU (', '## Memory:', '## beanstalkd here vs', '## Trust'];
 
 /**
  * Puts a freshly generated summary into an existing RESULTS.md without losing what others wrote
  * there (e.g. a durability comparison or an analysis appended below): only the generated block is
- * replaced.
+ * replaced. A workq block that is not in the file yet is appended at its end.
  */
-export function mergeResults(existing: string | null, generated: string): string {
-  const block = `${GENERATED_BEGIN}\n${generated.trimEnd()}\n${GENERATED_END}\n`;
+export function mergeResults(existing: string | null, generated: string, protocol: Protocol = 'beanstalk'): string {
+  const workq = protocol === 'workq';
+  const BEGIN = workq ? WORKQ_GENERATED_BEGIN : GENERATED_BEGIN;
+  const END = workq ? WORKQ_GENERATED_END : GENERATED_END;
+  const block = `${BEGIN}\n${generated.trimEnd()}\n${END}\n`;
   if (existing === null || existing.trim() === '') return block;
-  const begin = existing.indexOf(GENERATED_BEGIN);
-  const end = existing.indexOf(GENERATED_END);
+  const begin = existing.indexOf(BEGIN);
+  const end = existing.indexOf(END);
   if (begin >= 0 && end > begin) {
-    return existing.slice(0, begin) + block + existing.slice(end + GENERATED_END.length).replace(/^\n/, '');
+    return existing.slice(0, begin) + block + existing.slice(end + END.length).replace(/^\n/, '');
   }
+  if (workq) return `${existing.trimEnd()}\n\n${block}`;
   // A file from before the markers: the generated part is the top, up to the first heading the
   // suite does not write; keep everything from there on.
   const lines = existing.split('\n');

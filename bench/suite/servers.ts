@@ -23,8 +23,11 @@ export interface ServerSpec {
   /** What it is, for the results page. */
   description: string;
   command: string;
-  args: (port: number) => string[];
+  /** `workqPort` is a free port for the workq listener, given when `workq` is set. */
+  args: (port: number, workqPort?: number) => string[];
   cwd?: string;
+  /** Also serves workq: started with a second port, ready once both answer. */
+  workq?: boolean;
 }
 
 export class ServerStartFailure extends Error {
@@ -42,6 +45,8 @@ export class ServerStartFailure extends Error {
 export interface RunningServer {
   spec: ServerSpec;
   port: number;
+  /** The workq port, or null for a spec without workq. */
+  workqPort: number | null;
   pid: number;
   /** Last few KB of stdout and stderr. */
   output(): string;
@@ -68,15 +73,28 @@ export function beanstalkdVersion(binary = BEANSTALKD_PATH): string {
   }
 }
 
-/** shardstalk from this checkout; `shards` null means its default shard count. */
-export function shardstalkSpec(shards: number | null): ServerSpec {
+/**
+ * shardstalk from this checkout; `shards` null means its default shard count. With `workq`, it
+ * also listens for workq on a second free port (measured there); without, workq is off, so no
+ * suite server takes the default workq port.
+ */
+export function shardstalkSpec(shards: number | null, workq = false): ServerSpec {
   return {
     name: shards === null ? 'shardstalk' : `shardstalk-${shards}`,
-    description: shards === null ? 'shardstalk, default shard count' : `shardstalk, ${shards} shard${shards === 1 ? '' : 's'}`,
+    description: `shardstalk, ${shards === null ? 'default shard count' : `${shards} shard${shards === 1 ? '' : 's'}`}${workq ? ', workq listener' : ''}`,
     // The Node running this suite (24, which runs .ts directly), not whatever `node` is on PATH.
     command: process.execPath,
-    args: (port) => ['src/main.ts', '-l', '127.0.0.1', '-p', String(port), ...(shards === null ? [] : ['--shards', String(shards)])],
+    args: (port, workqPort) => [
+      'src/main.ts',
+      '-l',
+      '127.0.0.1',
+      '-p',
+      String(port),
+      ...(shards === null ? [] : ['--shards', String(shards)]),
+      ...(workq ? ['--workq-listen', `127.0.0.1:${workqPort}`] : ['--no-workq']),
+    ],
     cwd: REPO_ROOT,
+    workq,
   };
 }
 
@@ -122,13 +140,14 @@ export async function startServer(spec: ServerSpec, startTimeoutMs = START_TIMEO
 }
 
 async function startOnPort(spec: ServerSpec, port: number, startTimeoutMs: number): Promise<RunningServer> {
+  const workqPort = spec.workq ? await freePort() : null;
   let output = '';
   const keep = (chunk: Buffer): void => {
     output = (output + chunk.toString('utf8')).slice(-OUTPUT_TAIL_BYTES);
   };
   let child: ChildProcess;
   try {
-    child = spawn(spec.command, spec.args(port), { cwd: spec.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(spec.command, spec.args(port, workqPort ?? undefined), { cwd: spec.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   } catch (err) {
     throw new ServerStartFailure(spec.name, (err as Error).message, '');
   }
@@ -157,7 +176,7 @@ async function startOnPort(spec: ServerSpec, port: number, startTimeoutMs: numbe
       const e = exited as { code: number | null; signal: NodeJS.Signals | null };
       throw new ServerStartFailure(spec.name, `exited with ${e.signal ?? `code ${e.code}`} before listening on 127.0.0.1:${port}`, output);
     }
-    if (await answers(port)) break;
+    if ((await answers(port)) && (workqPort === null || (await answers(workqPort, 'workq')))) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       await exitedPromise;
@@ -169,6 +188,7 @@ async function startOnPort(spec: ServerSpec, port: number, startTimeoutMs: numbe
   return {
     spec,
     port,
+    workqPort,
     pid: child.pid!,
     output: () => output,
     alive: () => exited === null,
@@ -184,11 +204,13 @@ async function startOnPort(spec: ServerSpec, port: number, startTimeoutMs: numbe
 
 /**
  * True once the port accepts a connection and answers a beanstalk command. Why list-tube-used: the
- * cheapest command every server implements, answered without asking any shard.
+ * cheapest command every server implements, answered without asking any shard. workq: a lease of
+ * a name nobody uses, answered -TIMEOUT at once.
  */
-async function answers(port: number): Promise<boolean> {
+async function answers(port: number, protocol: 'beanstalk' | 'workq' = 'beanstalk'): Promise<boolean> {
   try {
-    const reply = await queryServer('127.0.0.1', port, 'list-tube-used', 1000);
+    const command = protocol === 'workq' ? 'lease bench.ready 0' : 'list-tube-used';
+    const reply = await queryServer('127.0.0.1', port, command, 1000, protocol);
     return reply.kind !== 'GARBLED';
   } catch {
     return false;

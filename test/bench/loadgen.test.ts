@@ -14,9 +14,12 @@ import {
   REPLY_NAMES,
   REPLY_OK,
   REPLY_RESERVED,
+  REPLY_WQ_JOB,
   ReplyScanner,
+  type FrameScanner,
   type ReplySink,
 } from '../../bench/loadgen/scanner.ts';
+import { JobIds, makeAddTemplate, WorkqReplyScanner } from '../../bench/loadgen/workq.ts';
 import { runLoad } from '../../bench/loadgen/run.ts';
 import { beanstalkdSpec, startServer, type RunningServer } from '../../bench/suite/servers.ts';
 
@@ -37,27 +40,50 @@ const TRANSCRIPT =
   'DEADLINE_SOON\r\n' +
   'INSERTED 123456789\r\n';
 
+// The same for workq: the 0.2 server's three-field job line and the spec's four-field one.
+const UUID_A = '6ba7b810-9dad-41d1-80b4-00c04fd430c4';
+const UUID_B = 'f47ac10b-58cc-4372-a567-0e02b2c3d479';
+const WQ_TRANSCRIPT =
+  '+OK\r\n' +
+  `+OK 1\r\n${UUID_A} bench.a1b2c3d4.0 ${BODY.length}\r\n${BODY}\r\n` +
+  '-TIMEOUT\r\n' +
+  `+OK 1\r\n${UUID_B} ping 1000 12\r\nab\r\ncd\r\nef\r\n\r\n` +
+  '-NOT-FOUND\r\n' +
+  '-CLIENT-ERROR Invalid ID\r\n' +
+  `+OK 1\r\n${UUID_A} x 0\r\n\r\n` +
+  '-SERVER-ERROR Queue out of sync\r\n' +
+  '+OK\r\n';
+
 interface Event {
   kind: string;
   arg: number;
   body: string;
   bodyBytes: number;
+  /** workq: the leased job's id, or the error's text. */
+  id?: string;
 }
 
-function collector(): { sink: ReplySink; events: Event[] } {
+type Scanner = ReplyScanner | WorkqReplyScanner;
+
+/** A sink recording every reply; `scanner` (set after construction) adds workq's id or error text. */
+function collector(): { sink: ReplySink; events: Event[]; scanner: Scanner | null } {
   const events: Event[] = [];
-  return {
+  const c: { sink: ReplySink; events: Event[]; scanner: Scanner | null } = {
     events,
+    scanner: null,
     sink: {
       onReply(kind, arg, body, start, kept, bodyBytes) {
-        events.push({ kind: REPLY_NAMES[kind]!, arg, body: Buffer.from(body.subarray(start, start + kept)).toString('latin1'), bodyBytes });
+        const e: Event = { kind: REPLY_NAMES[kind]!, arg, body: Buffer.from(body.subarray(start, start + kept)).toString('latin1'), bodyBytes };
+        if (c.scanner instanceof WorkqReplyScanner) e.id = kind === REPLY_WQ_JOB ? Buffer.from(c.scanner.id).toString('latin1') : c.scanner.errorText;
+        events.push(e);
       },
     },
   };
+  return c;
 }
 
 /** Feeds `chunks` through one reused buffer with garbage after each chunk, like net's onread. */
-function feedShared(scanner: ReplyScanner, chunks: Buffer[]): void {
+function feedShared(scanner: FrameScanner, chunks: Buffer[]): void {
   const shared = Buffer.alloc(4096, 0x0a); // stale LFs beyond `end` must not be seen
   for (const c of chunks) {
     c.copy(shared, 0);
@@ -65,6 +91,45 @@ function feedShared(scanner: ReplyScanner, chunks: Buffer[]): void {
     shared.fill(0x0a);
   }
 }
+
+const SCANNERS: Array<[string, (sink: ReplySink, prefixBytes?: number) => Scanner, string]> = [
+  ['beanstalk', (sink, prefixBytes) => new ReplyScanner(sink, prefixBytes), TRANSCRIPT],
+  ['workq', (sink, prefixBytes) => new WorkqReplyScanner(sink, prefixBytes), WQ_TRANSCRIPT],
+];
+
+function scan(make: (sink: ReplySink, prefixBytes?: number) => Scanner, chunks: Buffer[], prefixBytes?: number): { events: Event[]; scanner: Scanner } {
+  const c = collector();
+  const scanner = make(c.sink, prefixBytes);
+  c.scanner = scanner;
+  feedShared(scanner, chunks);
+  return { events: c.events, scanner };
+}
+
+describe.each(SCANNERS)('%s reply scanner, split anywhere', (_name, make, transcript) => {
+  const whole = Buffer.from(transcript, 'latin1');
+  const reference = scan(make, [whole]).events;
+
+  it('gives the same replies when every byte arrives in its own read', () => {
+    const { events, scanner } = scan(make, [...whole].map((b) => Buffer.from([b])));
+    expect(events).toEqual(reference);
+    expect(scanner.idle).toBe(true);
+    expect(scanner.failed).toBe(false);
+  });
+
+  it('gives the same replies split into two reads at every point', () => {
+    for (let cut = 0; cut <= whole.length; cut++) {
+      expect(scan(make, [whole.subarray(0, cut), whole.subarray(cut)]).events, `split at byte ${cut}`).toEqual(reference);
+    }
+  });
+
+  it('keeps only the body prefix it was asked for, at every split point', () => {
+    const expected = scan(make, [whole], 8).events;
+    expect(expected.find((e) => e.bodyBytes === BODY.length)!.body).toBe(BODY.slice(0, 8));
+    for (let cut = 0; cut <= whole.length; cut++) {
+      expect(scan(make, [whole.subarray(0, cut), whole.subarray(cut)], 8).events, `split at byte ${cut}`).toEqual(expected);
+    }
+  });
+});
 
 describe('reply scanner', () => {
   const whole = Buffer.from(TRANSCRIPT, 'latin1');
@@ -95,34 +160,6 @@ describe('reply scanner', () => {
     expect(reference.events[12]!.arg).toBe(123456789);
   });
 
-  it('gives the same replies when every byte arrives in its own read', () => {
-    const c = collector();
-    const scanner = new ReplyScanner(c.sink);
-    feedShared(scanner, [...whole].map((b) => Buffer.from([b])));
-    expect(c.events).toEqual(reference.events);
-    expect(scanner.idle).toBe(true);
-  });
-
-  it('gives the same replies split into two reads at every point', () => {
-    for (let cut = 0; cut <= whole.length; cut++) {
-      const c = collector();
-      const scanner = new ReplyScanner(c.sink);
-      feedShared(scanner, [whole.subarray(0, cut), whole.subarray(cut)]);
-      expect(c.events, `split at byte ${cut}`).toEqual(reference.events);
-    }
-  });
-
-  it('keeps only the body prefix it was asked for, at every split point', () => {
-    const expected = collector();
-    new ReplyScanner(expected.sink, 8).feed(whole, 0, whole.length);
-    expect(expected.events[3]!.body).toBe(BODY.slice(0, 8));
-    for (let cut = 0; cut <= whole.length; cut++) {
-      const c = collector();
-      feedShared(new ReplyScanner(c.sink, 8), [whole.subarray(0, cut), whole.subarray(cut)]);
-      expect(c.events, `split at byte ${cut}`).toEqual(expected.events);
-    }
-  });
-
   // Canaries: input that is not beanstalk must stop the scanner, not be misread.
   it.each([
     ['an unknown word', 'HELLO\r\n'],
@@ -135,6 +172,29 @@ describe('reply scanner', () => {
     const scanner = new ReplyScanner(c.sink);
     feedShared(scanner, [Buffer.from(text, 'latin1')]);
     expect(c.events.at(-1)!.kind).toBe('GARBLED');
+    expect(scanner.failed).toBe(true);
+  });
+
+  it('reads workq replies: jobs with their ids (three- and four-field job lines), errors with their text', () => {
+    const { events } = scan(SCANNERS[1]![1], [Buffer.from(WQ_TRANSCRIPT, 'latin1')]);
+    expect(events.map((e) => e.kind)).toEqual(['+OK', '+OK 1 (job)', '-TIMEOUT', '+OK 1 (job)', '-NOT-FOUND', '-CLIENT-ERROR', '+OK 1 (job)', '-SERVER-ERROR', '+OK']);
+    expect(events[1]).toEqual({ kind: '+OK 1 (job)', arg: -1, body: BODY, bodyBytes: BODY.length, id: UUID_A });
+    expect(events[3]).toMatchObject({ body: 'ab\r\ncd\r\nef\r\n', bodyBytes: 12, id: UUID_B });
+    expect(events[5]!.id).toBe('-CLIENT-ERROR Invalid ID');
+    expect(events[6]).toMatchObject({ body: '', bodyBytes: 0, id: UUID_A });
+    expect(events[7]!.id).toBe('-SERVER-ERROR Queue out of sync');
+  });
+
+  // Canaries for workq: a beanstalk reply, a job count other than 1, a job line without a name.
+  it.each([
+    ['a beanstalk reply', 'INSERTED 1\r\n'],
+    ['two jobs announced', '+OK 2\r\n'],
+    ['a job line without a name', `+OK 1\r\n${UUID_A} 5\r\nhello\r\n`],
+    ['an unknown error', '-OOPS\r\n'],
+    ['-TIMEOUT with an argument', '-TIMEOUT 5\r\n'],
+  ])('reports %s as GARBLED (workq)', (_name, text) => {
+    const { events, scanner } = scan(SCANNERS[1]![1], [Buffer.from(text, 'latin1')]);
+    expect(events.at(-1)!.kind).toBe('GARBLED');
     expect(scanner.failed).toBe(true);
   });
 
@@ -159,6 +219,46 @@ describe('job body', () => {
     const bodyStart = text.indexOf('\r\n') + 2;
     expect(readBodySeq(bytes, bodyStart, 64, Buffer.from('a1b2c3d4'))).toBe(98765432109);
     expect(readBodySeq(bytes, bodyStart, 64, Buffer.from('ffffffff'))).toBe(-1);
+  });
+});
+
+describe('workq job ids', () => {
+  const V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+  it('are canonical lowercase UUIDv4s, distinct per job and per run', () => {
+    const a = new JobIds('a1b2c3d4');
+    const b = new JobIds('a1b2c3d5');
+    const seen = new Set<string>();
+    const seqs = [...Array.from({ length: 100_000 }, (_, i) => i), 2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1, 98765432109, 2 ** 48 - 1];
+    for (const seq of seqs) {
+      const id = a.text(seq);
+      expect(V4.test(id), id).toBe(true);
+      seen.add(id);
+      seen.add(b.text(seq));
+    }
+    expect(seen.size).toBe(2 * seqs.length);
+    // The leading field varies like a random id's, not like a counter's.
+    expect(new Set(Array.from({ length: 256 }, (_, i) => a.text(i).slice(0, 2))).size).toBeGreaterThan(100);
+  });
+
+  it('are checked against the sequence number a payload carries', () => {
+    const ids = new JobIds('00c0ffee');
+    const id = Buffer.from(ids.text(42), 'latin1');
+    expect(ids.matches(id, 0, 42)).toBe(true);
+    expect(ids.matches(id, 0, 43)).toBe(false);
+    expect(new JobIds('00c0ffef').matches(id, 0, 42)).toBe(false);
+  });
+
+  it('go into an add command whose id and sequence digits are rewritten per job', () => {
+    const ids = new JobIds('a1b2c3d4');
+    const t = makeAddTemplate(ids, 'a1b2c3d4', 'bench.a1b2c3d4.0', 100, 120_000, 600_000);
+    const bytes = Buffer.from(t.bytes);
+    ids.writeVarying(bytes, t.idOffset, 98765432109);
+    writeFixedDigits(bytes, t.seqOffset + SEQ_DIGITS, SEQ_DIGITS, 98765432109);
+    const head = `add ${ids.text(98765432109)} bench.a1b2c3d4.0 120000 600000 100\r\n`;
+    expect(bytes.toString('latin1').startsWith(`${head}a1b2c3d4:98765432109.`)).toBe(true);
+    expect(bytes.length).toBe(head.length + 100 + 2);
+    expect(bytes.toString('latin1').endsWith('.\r\n')).toBe(true);
   });
 });
 

@@ -6,9 +6,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fullMatrix, quickMatrix } from '../../bench/suite/matrix.ts';
-import { GENERATED_BEGIN, GENERATED_END, median, mergeResults, pairedRatio, type RunRecord } from '../../bench/suite/results.ts';
+import { GENERATED_BEGIN, GENERATED_END, median, mergeResults, pairedRatio, WORKQ_GENERATED_BEGIN, WORKQ_GENERATED_END, type RunRecord } from '../../bench/suite/results.ts';
 import { barChart, escapeXml, lineChart, niceStep } from '../../bench/report/svg.ts';
-import { beanstalkdSpec, REPO_ROOT, ServerStartFailure, startServer } from '../../bench/suite/servers.ts';
+import { queryServer } from '../../bench/loadgen/procfs.ts';
+import { beanstalkdSpec, REPO_ROOT, ServerStartFailure, shardstalkSpec, startServer } from '../../bench/suite/servers.ts';
 
 function rec(server: string, round: number, jobsPerSec: number, ok = true): RunRecord {
   const z = { put: 0, reserve: 0, delete: 0 };
@@ -84,6 +85,24 @@ describe('RESULTS.md', () => {
     expect(mergeResults(second, gen2)).toBe(second); // idempotent
   });
 
+  it('keeps the workq block apart: appended once, then replaced in place, the beanstalk block untouched', () => {
+    const wq1 = '## workq: shardstalk\n\n### Throughput (jobs/s)\n\n| w | 1 |\n';
+    const wq2 = wq1.replace('| w | 1 |', '| w | 2 |');
+    const page = `${mergeResults(null, gen1)}\n${theirs}`;
+    const withWorkq = mergeResults(page, wq1, 'workq');
+    expect(withWorkq.startsWith(page.trimEnd())).toBe(true);
+    expect(withWorkq.trimEnd().endsWith(WORKQ_GENERATED_END)).toBe(true);
+    const again = mergeResults(withWorkq, wq2, 'workq');
+    expect(again).toContain('| w | 2 |');
+    expect(again).not.toContain('| w | 1 |');
+    expect(again.split(WORKQ_GENERATED_BEGIN).length).toBe(2);
+    // A beanstalk suite run afterwards replaces only its own block.
+    const both = mergeResults(again, gen2);
+    expect(both).toContain('| a | 2 |');
+    expect(both).toContain('| w | 2 |');
+    expect(both).toContain('someone else wrote this');
+  });
+
   it('keeps sections appended to a file written before the markers existed', () => {
     const merged = mergeResults(`${gen1}\n${theirs}`, gen2);
     expect(merged).toContain('someone else wrote this');
@@ -118,6 +137,17 @@ describe('server start', () => {
     expect(err).toBeInstanceOf(ServerStartFailure);
     expect((err as Error).message).toMatch(/broken did not start: exited with code 3/);
     expect((err as Error).message).toMatch(/boom: no such flag/);
+  });
+
+  it('starts shardstalk with its workq listener on a second port, answering workq there', async () => {
+    const server = await startServer(shardstalkSpec(1, true), 15_000);
+    try {
+      expect(server.workqPort).not.toBeNull();
+      expect(server.workqPort).not.toBe(server.port);
+      expect((await queryServer('127.0.0.1', server.workqPort!, 'lease bench.test 0', 2000, 'workq')).kind).toBe('-TIMEOUT');
+    } finally {
+      await server.stop();
+    }
   });
 
   it('reports a server that never answers', async () => {
