@@ -130,19 +130,32 @@ describe.each(targets())('$name: reserve', (target) => {
     const f = await fixture(target, ctx);
     const [a, b, c, d, p] = await f.conns(5);
     const waiters = { a: a!, b: b!, c: c!, d: d! };
+    // Make the arrival order certain: each reserve is waiting before the next is sent (the
+    // server's own count says so, however slow the machine).
+    let waiting = 0;
     for (const w of Object.values(waiters)) {
       await w.send('reserve\r\n');
-      await sleep(20); // make the arrival order certain
+      waiting++;
+      for (let tries = 0; !(await p!.request('stats')).includes(`\ncurrent-waiting: ${waiting}\n`); tries++) {
+        expect(tries, 'the reserve never started waiting').toBeLessThan(500);
+        await sleep(5);
+      }
     }
     const order: string[] = [];
     for (let i = 1; i <= 4; i++) {
       await p!.send(putCmd(`j${i}`));
       await p!.expect(`INSERTED ${i}\r\n`);
-      await sleep(30);
-      for (const [name, w] of Object.entries(waiters)) {
-        if (w.buffered.length > 0) {
-          const reply = await w.readReply();
-          order.push(`${name}:${reply.split('\r\n')[0]}`);
+      // Exactly one waiter gets the job; wait until it has its reply.
+      let got = false;
+      for (let tries = 0; !got; tries++) {
+        expect(tries, `nobody got job ${i}`).toBeLessThan(500);
+        await sleep(5);
+        for (const [name, w] of Object.entries(waiters)) {
+          if (w.buffered.length > 0) {
+            const reply = await w.readReply();
+            order.push(`${name}:${reply.split('\r\n')[0]}`);
+            got = true;
+          }
         }
       }
     }
