@@ -12,6 +12,7 @@
 // thread that owns the socket.
 
 import type { Hub } from '../../hub.ts';
+import { B_OUTPUT, B_PENDING, B_QUIT, Connection, type Transport } from '../connection.ts';
 import type { Tube } from '../../route/tubes.ts';
 import { Ms } from '../../route/tubes.ts';
 import {
@@ -37,31 +38,8 @@ import {
 } from './replies.ts';
 import { formatJobStats, formatTubeStats } from './stats.ts';
 
-export interface Transport {
-  /** Returns false when the peer is not reading fast enough (stop producing). */
-  write(data: Buffer): boolean;
-  end(): void;
-  /** Stop / restart reading from the peer (backpressure on input). */
-  pauseReading(): void;
-  resumeReading(): void;
-  /** Reply bytes accepted by write() but not yet sent. */
-  bufferedOut(): number;
-}
+export { INPUT_BUFFERED_MAX, OUTPUT_BUFFERED_MAX, PENDING_REPLIES_MAX, type Transport } from '../connection.ts';
 
-/**
- * Commands of one connection whose replies are not sent yet, before it stops parsing more. Deep
- * enough for full speed (a shard round trip is tens of microseconds), shallow enough that the
- * replies it can owe are bounded: at most this many job bodies.
- */
-export const PENDING_REPLIES_MAX = 128;
-/** Reply bytes queued for a connection (ours plus the socket's) before it stops parsing commands. */
-export const OUTPUT_BUFFERED_MAX = 1024 * 1024;
-/**
- * Received bytes a held connection may buffer before we stop reading its socket. Reading goes on
- * below it, so a client that hangs up while its reserve waits is still noticed (beanstalkd
- * answers it TIMED_OUT); above it the kernel's socket buffers push back on the client.
- */
-export const INPUT_BUFFERED_MAX = 1024 * 1024;
 /** beanstalkd's SAFETY_MARGIN: DEADLINE_SOON this long before a reserved job's TTR runs out. */
 export const DEADLINE_SOON_MS = 1000;
 /** Requests of one connection in flight to shards before it stops parsing (bounds the rings' backlog). */
@@ -74,11 +52,10 @@ export const INFLIGHT_MAX = 1024;
 export const EARLY_ACK_MARGIN_MS = 200;
 
 // Why the parser is held (bits).
+// B_PENDING (too many replies outstanding), B_OUTPUT (the peer is not reading) and B_QUIT
+// (close once every reply is out) are Connection's.
 const B_RESERVE = 1; //  a reserve is being answered
 const B_BARRIER = 2; //  a command waits for earlier requests to be answered
-const B_PENDING = 4; //  too many replies outstanding
-const B_OUTPUT = 8; //   the peer is not reading
-const B_QUIT = 16; //    quit: close once every reply is out
 const B_INFLIGHT = 64; // too many requests in flight to shards
 const B_ANSWER = 32; //  stats/stats-tube: main-thread counters are read when the shards answer,
 //                       so no later command may change them first
@@ -87,33 +64,19 @@ const BARRIER_CMDS = new Set([CMD_STATS, CMD_STATS_TUBE, CMD_LIST_TUBES, CMD_PAU
 /** These create or free tubes on the main thread; a delete still in flight may free a tube first. */
 const TUBE_CMDS = new Set([CMD_USE, CMD_WATCH, CMD_IGNORE]);
 
-export class Session implements ParserSink {
+export class Session extends Connection implements ParserSink {
   readonly hub: Hub;
-  readonly connId: number;
   readonly parser: Parser;
-  readonly transport: Transport;
-  closed = false;
-  /** The peer will send nothing more (TCP FIN). */
-  halfClosed = false;
 
   use: Tube<Session>;
   readonly watch = new Ms<Tube<Session>>();
   isProducer = false;
   isWorker = false;
 
-  // Replies in command order.
-  private slots: (Buffer | undefined)[] = new Array(64);
-  private slotHead = 0; // seq of the oldest reply not yet sent
-  private slotNext = 0; // seq of the next command
   /** Requests sent to shards and not answered yet. */
   inflight = 0;
   /** Of which deletes (a delete may free a tube). */
   inflightDeletes = 0;
-  private out: Buffer[] = [];
-  private outBytes = 0;
-  private dirty = false;
-  private blocked = 0;
-  private readingPaused = false;
   private deferredCmd = 0;
 
   // The put being read.
@@ -152,117 +115,14 @@ export class Session implements ParserSink {
   private readonly statsTubes = new Map<number, Tube<Session>>();
 
   constructor(hub: Hub, connId: number, transport: Transport) {
+    super(hub, connId, transport);
     this.hub = hub;
-    this.connId = connId;
-    this.transport = transport;
     this.parser = new Parser(this, hub.config.jobSizeMax);
     const def = hub.tubes.findOrMake('default');
     this.use = def;
     def.using++;
     this.watch.append(def);
     def.watching++;
-  }
-
-  // ---- input ----
-
-  receive(chunk: Buffer): void {
-    if (this.closed) return;
-    this.parser.push(chunk);
-    if (!this.readingPaused && this.parser.bufferedBytes > INPUT_BUFFERED_MAX) {
-      this.readingPaused = true;
-      this.transport.pauseReading();
-    }
-    this.hub.flushSoon();
-  }
-
-  private block(bit: number): void {
-    this.blocked |= bit;
-    this.parser.pause();
-  }
-
-  private unblock(bit: number): void {
-    if ((this.blocked & bit) === 0) return;
-    this.blocked &= ~bit;
-    if (this.blocked === 0 && !this.closed) {
-      this.parser.resume();
-      if (this.readingPaused && this.parser.bufferedBytes <= INPUT_BUFFERED_MAX) {
-        this.readingPaused = false;
-        this.transport.resumeReading();
-      }
-      if (this.halfClosed) this.maybeFinish();
-    }
-  }
-
-  /** The transport drained: read commands again. */
-  drained(): void {
-    this.unblock(B_OUTPUT);
-  }
-
-  // ---- replies in order ----
-
-  private nextSeq(): number {
-    const seq = this.slotNext++;
-    if (this.slotNext - this.slotHead > this.slots.length) {
-      // Grow the ring, keeping each pending slot at seq % length.
-      const old = this.slots;
-      const next: (Buffer | undefined)[] = new Array(old.length * 2);
-      for (let s = this.slotHead; s < seq; s++) next[s % next.length] = old[s % old.length];
-      this.slots = next;
-    }
-    if (this.slotNext - this.slotHead >= PENDING_REPLIES_MAX) this.block(B_PENDING);
-    return seq;
-  }
-
-  /** The reply of command `seq` is known (seq -1: it was answered already). */
-  complete(seq: number, reply: Buffer): void {
-    if (this.closed || seq < 0) return;
-    if (seq !== this.slotHead) {
-      this.slots[seq % this.slots.length] = reply;
-      return;
-    }
-    this.emit(reply);
-    this.slotHead++;
-    for (;;) {
-      const i = this.slotHead % this.slots.length;
-      const r = this.slots[i];
-      if (this.slotHead === this.slotNext || r === undefined) break;
-      this.slots[i] = undefined;
-      this.emit(r);
-      this.slotHead++;
-    }
-    if ((this.blocked & B_PENDING) !== 0 && this.slotNext - this.slotHead < PENDING_REPLIES_MAX / 2) {
-      this.unblock(B_PENDING);
-    }
-    if ((this.blocked & B_QUIT) !== 0 && this.slotHead === this.slotNext) this.closeAfterFlush();
-    else if (this.halfClosed) this.maybeFinish();
-  }
-
-  /** A reply decided now, in order after everything pending. */
-  private answer(reply: Buffer): boolean {
-    this.complete(this.nextSeq(), reply);
-    return this.blocked === 0;
-  }
-
-  private emit(reply: Buffer): void {
-    this.out.push(reply);
-    this.outBytes += reply.length;
-    if (this.outBytes > OUTPUT_BUFFERED_MAX && (this.blocked & B_OUTPUT) === 0) this.block(B_OUTPUT);
-    if (!this.dirty) {
-      this.dirty = true;
-      this.hub.markDirty(this);
-    }
-  }
-
-  /** Writes what this turn produced with one write call. */
-  flush(): void {
-    this.dirty = false;
-    if (this.closed || this.out.length === 0) return;
-    const data = this.out.length === 1 ? this.out[0] : Buffer.concat(this.out);
-    this.out = [];
-    this.outBytes = 0;
-    // Below the socket's high-water mark: go on reading; above it, wait for 'drain'.
-    if (this.transport.write(data)) this.unblock(B_OUTPUT);
-    else this.block(B_OUTPUT);
   }
 
   // ---- requests to shards ----
@@ -683,22 +543,8 @@ export class Session implements ParserSink {
     this.maybeFinish();
   }
 
-  private maybeFinish(): void {
-    if (this.closed || this.blocked !== 0 || this.slotHead !== this.slotNext) return;
-    if (this.parser.bufferedBytes > 0) return;
-    this.closeAfterFlush();
-  }
-
-  private closeAfterFlush(): void {
-    this.flush();
-    this.transport.end();
-    this.close();
-  }
-
   /** The connection is gone: give back what it held, as beanstalkd's connclose does. */
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
+  protected onClose(): void {
     this.hub.sessionClosed(this);
   }
 }
