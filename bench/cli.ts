@@ -53,7 +53,8 @@ Options:
                            done, at most ${WINDOW_GROWTH_MAX} × -d, so lockstep pipelines can't skew the
                            rate (default ${DEFAULT_OPTIONS.minWaves}; 0: exactly -d)
       --drain              after a put run, reserve + delete everything and verify it
-      --pid PID            server PID for its CPU and RSS (found via \`stats\` when local)
+      --pid PID            server PID for its CPU and RSS (found when local: via \`stats\`;
+                           workq: the process listening on the port, from /proc)
       --pri N, --ttr S     put priority and TTR (default ${DEFAULT_OPTIONS.pri}, ${DEFAULT_OPTIONS.ttrS}; workq: TTR only)
       --ttl S              workq: the jobs' TTL; the server keeps completed jobs until then
                            (default ${DEFAULT_OPTIONS.ttlS})
