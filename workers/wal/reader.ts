@@ -6,7 +6,10 @@
 // across generations the later one wins (a new generation begins with a FULL rewrite of every
 // job). Replay semantics (recover()): FULL sets the whole job (replacing any earlier state),
 // UPDATE sets the mutable fields of a known job, DELETE removes a known job; UPDATE and DELETE
-// for unknown ids are ignored (their FULL was in a segment already removed).
+// for unknown ids are ignored (their FULL was in a segment already removed). Workq records fold
+// the same way into a second table keyed by the job's UUID: WQ_FULL sets, WQ_UPDATE amends a
+// known job, WQ_DELETE removes one; they are replayed in the same order as everything else (a
+// workq job's records are all in one shard's segments too) and never count toward maxId.
 //
 // Damage: a crash can tear only the end of the last segment of a (generation, shard) stream (the
 // writer syncs a segment before it moves on). So a bad record there with no valid record after it
@@ -18,8 +21,8 @@
 import { join } from 'node:path';
 import { nodeIo, type WalIo } from './io.ts';
 import {
-  decodeRecord, DecodedRecord, DELETE, DELETE_BYTES, FULL, INVALID, NEED_MORE, RECORD_PREFIX_BYTES_MAX,
-  recordLength, UPDATE,
+  decodeRecord, DecodedRecord, DELETE, DELETE_BYTES, FULL, ID_MARK, INVALID, NEED_MORE, RECORD_PREFIX_BYTES_MAX,
+  recordLength, UPDATE, WQ_DELETE, WQ_FULL, WQ_UPDATE,
 } from './record.ts';
 import { parseSegmentName } from './segment.ts';
 
@@ -83,7 +86,7 @@ export interface ReplayOptions {
 }
 
 export interface ReplayResult {
-  /** Largest job id in any record (0 if none): new ids continue after it. */
+  /** Largest job id in any beanstalk record (0 if none): new ids continue after it. */
   maxId: number;
   /** Largest generation of any segment (0 if none): the next server start uses maxGeneration + 1. */
   maxGeneration: number;
@@ -187,7 +190,7 @@ export function replay(dir: string, onRecord: OnRecord, opts: ReplayOptions = {}
       while (pos < cur.size) {
         const n = cur.recordAt(pos, rec);
         if (n > 0) {
-          if (rec.id > result.maxId) result.maxId = rec.id;
+          if (rec.type <= ID_MARK && rec.id > result.maxId) result.maxId = rec.id;
           result.records++;
           result.bytes += n;
           onRecord(rec, seg, pos);
@@ -257,16 +260,47 @@ export interface RecoveredJob {
   body: Uint8Array;
 }
 
+/** A workq job as the log last described it (every array a copy). */
+export interface RecoveredWqJob {
+  /** 16 bytes. */
+  uuid: Uint8Array;
+  /** Queue name. */
+  name: string;
+  priority: number;
+  ttrMs: number;
+  ttlMs: number;
+  /** NaN: not scheduled. */
+  scheduleMs: number;
+  createdMs: number;
+  maxAttempts: number;
+  maxFails: number;
+  attempts: number;
+  /** As logged (0..4). */
+  state: number;
+  /** NaN unless leased (the lease holder is gone after a restart). */
+  leaseDeadline: number;
+  payload: Uint8Array;
+  result: Uint8Array;
+}
+
 export interface RecoverResult extends ReplayResult {
   /** The live jobs, by id. */
   jobs: Map<number, RecoveredJob>;
+  /** The live workq jobs, by UUID as 32 lowercase hex digits. */
+  wqJobs: Map<string, RecoveredWqJob>;
 }
 
 /** Replays dir and folds the records into the live job table (FULL sets, UPDATE amends a known
- *  job, DELETE removes one). Same options and errors as replay(). */
+ *  job, DELETE removes one) and the workq job table (WQ_FULL, WQ_UPDATE, WQ_DELETE likewise).
+ *  Same options and errors as replay(). */
 export function recover(dir: string, opts: ReplayOptions = {}): RecoverResult {
   const jobs = new Map<number, RecoveredJob>();
+  const wqJobs = new Map<string, RecoveredWqJob>();
   const r = replay(dir, (rec) => {
+    if (rec.type >= WQ_FULL) {
+      recoverWq(rec, wqJobs);
+      return;
+    }
     if (rec.type === FULL) {
       jobs.set(rec.id, {
         id: rec.id, tube: rec.tube, pri: rec.pri, delaySec: rec.delaySec, ttrSec: rec.ttrSec, state: rec.state,
@@ -289,7 +323,27 @@ export function recover(dir: string, opts: ReplayOptions = {}): RecoverResult {
       jobs.delete(rec.id);
     }
   }, opts);
-  return { ...r, jobs };
+  return { ...r, jobs, wqJobs };
+}
+
+function recoverWq(rec: DecodedRecord, wqJobs: Map<string, RecoveredWqJob>): void {
+  const key = rec.uuidHex();
+  if (rec.type === WQ_FULL) {
+    wqJobs.set(key, {
+      uuid: new Uint8Array(rec.uuid), name: rec.name, priority: rec.priority, ttrMs: rec.ttrMs, ttlMs: rec.ttlMs,
+      scheduleMs: rec.scheduleMs, createdMs: rec.createdMs, maxAttempts: rec.maxAttempts, maxFails: rec.maxFails,
+      attempts: rec.attempts, state: rec.state, leaseDeadline: rec.leaseDeadline, payload: rec.payloadCopy(),
+      result: rec.resultCopy(),
+    });
+  } else if (rec.type === WQ_UPDATE) {
+    const j = wqJobs.get(key);
+    if (!j) return;
+    j.attempts = rec.attempts;
+    j.state = rec.state;
+    j.leaseDeadline = rec.leaseDeadline;
+  } else if (rec.type === WQ_DELETE) {
+    wqJobs.delete(key);
+  }
 }
 
 /** Deletes every segment of a generation older than `generation` (after the new generation's

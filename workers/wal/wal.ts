@@ -21,8 +21,17 @@
 // segment with migrate(); once that is durable the candidate can go, and with it every later
 // segment it was holding back (this is what keeps a long-lived buried job from pinning every
 // segment after it, beanstalkd issues #599 / #622).
+//
+// Workq jobs are accounted the same way: a WQ_FULL record counts live like a FULL (the caller
+// keeps, per job, the seq appendWqFull returned and lastFullBytes), a WQ_UPDATE or WQ_DELETE
+// refers back to its job's WQ_FULL segment, and a WQ_DELETE drops it. A workq job's WQ_FULL is
+// also rewritten while it lives (its result stored): appendWqFull with replacesSeq >= 0 drops
+// the previous one and refers back to it exactly as migrate() does, and a compaction move of a
+// workq job is just that (isMigration counts it in recordsMigrated).
 
-import { encodeDelete, encodeFull, encodeUpdate, ID_MARK, Writer } from './record.ts';
+import {
+  encodeDelete, encodeFull, encodeUpdate, encodeWqDelete, encodeWqFull, encodeWqUpdate, ID_MARK, Writer,
+} from './record.ts';
 import { listSegments } from './reader.ts';
 import { SegmentWriter, WalWriteError, type SegmentWriterOptions } from './segment.ts';
 import { nodeIo, type WalIo } from './io.ts';
@@ -87,13 +96,7 @@ export class Wal {
   ): number {
     const n = encodeFull(this.w, id, tube, pri, delaySec, ttrSec, state, deadlineMs, createdMs,
       reserves, timeouts, releases, buries, kicks, body, bodyStart, bodyEnd);
-    const cur = this.cur;
-    this.added(n);
-    cur.live++;
-    cur.liveBytes += n;
-    this.totalLive++;
-    this.totalLiveBytes += n;
-    return cur.seq;
+    return this.addedFull(n);
   }
 
   /** Appends an UPDATE with all of the job's mutable state (after release, bury, kick, ...).
@@ -147,6 +150,55 @@ export class Wal {
     this.dropFull(fromSeq, this.lastFullBytes);
     this.migrated++;
     return seq;
+  }
+
+  /**
+   * Appends a workq job's WQ_FULL record (an add, a stored result, a restore, a compaction move)
+   * and counts it live in the current segment. The uuid is uuid[uuidAt, uuidAt + 16). If
+   * replacesSeq >= 0 the record replaces the job's previous WQ_FULL, in segment replacesSeq and
+   * replacesBytes long: that one is dropped from the live count and the current segment refers
+   * back to it (as migrate() does). isMigration: a compaction move (counted in recordsMigrated).
+   * Returns the seq it went to, and lastFullBytes is the record's size: keep both for the job.
+   */
+  appendWqFull(
+    uuid: Uint8Array, uuidAt: number, name: string, priority: number, ttrMs: number, ttlMs: number,
+    scheduleMs: number, createdMs: number, maxAttempts: number, maxFails: number, attempts: number,
+    state: number, leaseDeadline: number, payload: Uint8Array, result: Uint8Array,
+    replacesSeq: number, replacesBytes: number, isMigration = false,
+  ): number {
+    const n = encodeWqFull(this.w, uuid, uuidAt, name, priority, ttrMs, ttlMs, scheduleMs, createdMs,
+      maxAttempts, maxFails, attempts, state, leaseDeadline, payload, result);
+    const seq = this.addedFull(n);
+    if (replacesSeq >= 0) {
+      const cur = this.cur;
+      if (replacesSeq < cur.ref) cur.ref = replacesSeq;
+      this.dropFull(replacesSeq, replacesBytes);
+    }
+    if (isMigration) this.migrated++;
+    return seq;
+  }
+
+  /** Appends a WQ_UPDATE with a workq job's mutable state (a lease, a TTR requeue, a failure by
+   *  the clock). fullSeq: the job's WQ_FULL segment. Returns the seq it went to. */
+  appendWqUpdate(
+    uuid: Uint8Array, uuidAt: number, fullSeq: number, attempts: number, state: number, leaseDeadline: number,
+  ): number {
+    const n = encodeWqUpdate(this.w, uuid, uuidAt, attempts, state, leaseDeadline);
+    const cur = this.cur;
+    this.added(n);
+    if (fullSeq < cur.ref) cur.ref = fullSeq;
+    return cur.seq;
+  }
+
+  /** Appends a WQ_DELETE and drops the job's WQ_FULL record from the live count. fullSeq: its
+   *  WQ_FULL segment; fullBytes: that record's size (lastFullBytes when it was appended). */
+  appendWqDelete(uuid: Uint8Array, uuidAt: number, fullSeq: number, fullBytes: number): number {
+    const n = encodeWqDelete(this.w, uuid, uuidAt);
+    const cur = this.cur;
+    this.added(n);
+    if (fullSeq < cur.ref) cur.ref = fullSeq;
+    this.dropFull(fullSeq, fullBytes);
+    return cur.seq;
   }
 
   /** Counts one more live FULL record of `bytes` in segment seq. appendFull and migrate do this
@@ -335,17 +387,33 @@ export class Wal {
   pathOf(seq: number): string {
     return this.writer.pathOf(seq);
   }
+  /** Size of the last FULL or WQ_FULL record appended (appendFull, migrate, appendWqFull): the
+   *  `fullBytes` to keep for the job. */
+  get lastFullBytes(): number {
+    return this.lastFull;
+  }
 
   // ---------------------------------------------------------------- internals
 
-  private lastFullBytes = 0;
+  private lastFull = 0;
 
   private added(n: number): void {
     this.cur.bytes += n;
     this.totalBytes += n;
     this.appended += n;
     this.written++;
-    this.lastFullBytes = n;
+  }
+
+  /** added() for a FULL or WQ_FULL record, counted live in the current segment; returns its seq. */
+  private addedFull(n: number): number {
+    const cur = this.cur;
+    this.added(n);
+    this.lastFull = n;
+    cur.live++;
+    cur.liveBytes += n;
+    this.totalLive++;
+    this.totalLiveBytes += n;
+    return cur.seq;
   }
 
   private addSeg(seq: number): Seg {
