@@ -10,7 +10,7 @@ node_modules: package.json package-lock.json
 	$(NPM) ci || $(NPM) install --no-save
 	@touch node_modules
 
-.PHONY: run test typecheck bench bench-quick bench-durability clean
+.PHONY: run test typecheck bench bench-quick bench-durability bench-workq clean
 run: node_modules
 	npx node src/main.ts $(ARGS)
 
@@ -34,3 +34,7 @@ bench-quick: node_modules
 # The same with the write-ahead log on, at each fsync mode.
 bench-durability: node_modules
 	node_modules/.bin/node bench/durability.ts
+
+# workq add / lease / complete on shardstalk's workq port (no reference workq server to compare with).
+bench-workq: node_modules
+	node_modules/.bin/node bench/suite.ts --protocol workq

@@ -95,7 +95,7 @@ export class Hub {
         fatal: (shard, err) => this.onFatal(shard, err),
       },
     );
-    this.workq = new WorkqRouter(this.pool as ShardPool<unknown>, config.shards, () => this.flushSoon());
+    this.workq = new WorkqRouter(this.pool as ShardPool<unknown>, config.shards, () => this.flushSoon(), this.earlyAck);
     this.tubes = new TubeRegistry<Session>(config.shards);
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');

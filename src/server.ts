@@ -112,10 +112,11 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       // generations can go.
       const ids = [...recovered.jobs.keys()].sort((x, y) => x - y);
       for (const id of ids) hub.restoreJob(recovered.jobs.get(id) as RecoveredJob);
+      for (const j of recovered.wqJobs.values()) hub.workq.restoreJob(j);
       if (recovered.maxId >= hub.nextJobId) hub.nextJobId = recovered.maxId + 1;
       await hub.syncShards();
       removeGenerationsBefore(wal.dir, wal.generation);
-      log.info({ jobs: ids.length, nextId: hub.nextJobId, records: recovered.records, dir: wal.dir }, 'recovered from the write-ahead log');
+      log.info({ jobs: ids.length, workqJobs: recovered.wqJobs.size, nextId: hub.nextJobId, records: recovered.records, dir: wal.dir }, 'recovered from the write-ahead log');
       recovered = null;
     }
     server = await listenBeanstalk(hub, host, opts.port ?? PORT_DEFAULT, log);

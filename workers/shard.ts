@@ -10,8 +10,8 @@ import { Doorbell } from '../src/shared/doorbell.ts';
 import {
   E_READY, E_TIMED_OUT, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
   OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BEST, OP_PEEK_BURIED, OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT,
-  OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_IF_READY, OP_RESERVE_JOB, OP_RESTORE,
-  OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_INSPECT_JOBS, R_BEST, R_JOB,
+  OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
+  OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_RESTORE, R_BEST, R_JOB,
   R_NONE, R_NUMS, R_OK, R_TUBES, RecordReader, RecordWriter, REPLY_FLAG_UNLOGGED,
 } from '../src/shared/records.ts';
 import { Ring } from '../src/shared/ring.ts';
@@ -87,10 +87,11 @@ let maxIdLogged = data.wal?.idFloor ?? 0;
 let markedSegment = -1;
 let compactSeq = -1;
 let compactCursor = 0;
+let wqCompactCursor = 0;
 const reader = new RecordReader();
 const out = new RecordWriter();
 /** The workq protocol's jobs of this shard. */
-const workq = new WorkqOps(out);
+const workq = new WorkqOps(out, wal, logged);
 const nums = new Float64Array(16);
 let tubeScratch = new Int32Array(64);
 
@@ -153,6 +154,7 @@ function compact(): void {
   if (c !== compactSeq) {
     compactSeq = c;
     compactCursor = 0;
+    wqCompactCursor = 0;
   }
   const name = (id: number): string => tubeNames[engine.tubeOf(id)] ?? '';
   compactCursor = engine.jobsInFile(c, compactCursor, MIGRATIONS_PER_BATCH, (id) => {
@@ -163,6 +165,8 @@ function compact(): void {
     engine.setFile(id, seq);
   });
   if (compactCursor < 0) compactCursor = 0;
+  wqCompactCursor = workq.migrate(c, wqCompactCursor, MIGRATIONS_PER_BATCH);
+  if (wqCompactCursor < 0) wqCompactCursor = 0;
 }
 
 /** Writes the batch's log records (and syncs as the mode says) before its replies go out. */
@@ -223,6 +227,19 @@ function handle(buf: Buffer, at: number, now: number): void {
       replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
       return;
     }
+    case OP_RESERVE_BOUNDED: {
+      // The best of several shards' candidates: reserve this shard's best now if it still beats
+      // every other shard's (the bound), whichever job that is.
+      const tubes = readTubes(buf, at, a);
+      const best = engine.peekBest(tubes, a, now);
+      if (best === 0 || (id !== 0 && !(engine.lastPri < b || (engine.lastPri === b && best < id)))) {
+        out.header(R_NONE, 0, 0, 0, 0, 0, 0);
+        return;
+      }
+      const got = engine.reserveBest(tubes, a, conn, now);
+      replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
+      return;
+    }
     case OP_PEEK_BEST: {
       const tubes = readTubes(buf, at, a);
       const got = engine.peekBest(tubes, a, now);
@@ -230,9 +247,8 @@ function handle(buf: Buffer, at: number, now: number): void {
       else out.header(R_BEST, 0, 0, engine.tubeOf(got), engine.lastPri, 0, got);
       return;
     }
-    case OP_RESERVE_IF_READY:
     case OP_RESERVE_JOB: {
-      const ok = op === OP_RESERVE_JOB ? engine.reserveJob(id, conn, now) : engine.reserveIfReady(id, conn, now);
+      const ok = engine.reserveJob(id, conn, now);
       if (!ok) {
         out.header(R_NONE, 0, 0, 0, 0, 0, 0);
         return;
@@ -379,7 +395,7 @@ function handle(buf: Buffer, at: number, now: number): void {
       return;
     }
     default:
-      if (op >= OP_WQ_ADD && op <= OP_WQ_INSPECT_JOBS) {
+      if (op >= OP_WQ_ADD && op <= OP_WQ_RESTORE) {
         workq.handle(op, buf, at, now);
         return;
       }

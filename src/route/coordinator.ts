@@ -2,8 +2,10 @@
 // unpaused tube, wherever those tubes live — the job one beanstalkd would choose.
 //
 // - All watched tubes on one shard (the common case): one request, the shard picks and reserves.
-// - Several shards: ask each for its best candidate (peek), then reserve the winner by id on its
-//   shard; if somebody else took it meanwhile, start over.
+// - Several shards: ask each for its best candidate (peek); the shard with the best one then
+//   reserves its best job at that moment if it still comes before every other shard's candidate
+//   (a bound), whichever job that is, so many reserves racing for the same top job do not all
+//   start over; if it no longer does, start over.
 // - Nothing ready: the connection waits on each watched tube (beanstalkd's waiting_conns) until
 //   a job becomes ready there, its timeout passes, or one of its reserved jobs nears its TTR end
 //   (DEADLINE_SOON).
@@ -16,7 +18,7 @@ import type { Hub } from '../hub.ts';
 import { REPLY_DEADLINE_SOON, REPLY_TIMED_OUT } from '../proto/beanstalk/replies.ts';
 import { DEADLINE_SOON_MS, type Session } from '../proto/beanstalk/session.ts';
 import { K_PEEK_BEST, K_RESERVE, K_RESERVE_IF_READY } from '../proto/beanstalk/kinds.ts';
-import { OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_IF_READY, R_BEST, R_JOB } from '../shared/records.ts';
+import { OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB } from '../shared/records.ts';
 import type { Tube } from './tubes.ts';
 
 export class Coordinator {
@@ -45,6 +47,7 @@ export class Coordinator {
     s.gatherLeft = shards.length;
     s.bestId = 0;
     s.bestShard = -1;
+    s.boundId = 0;
     for (const shard of shards) {
       const list = tubes[shard];
       const w = pool.request(shard, K_PEEK_BEST, s, 0);
@@ -61,9 +64,17 @@ export class Coordinator {
         const id = buf.readDoubleLE(at + 24);
         const pri = buf.readUInt32LE(at + 16);
         if (s.bestId === 0 || pri < s.bestPri || (pri === s.bestPri && id < s.bestId)) {
+          // The old best becomes the bound the new one must beat.
+          if (s.bestId !== 0) {
+            s.boundId = s.bestId;
+            s.boundPri = s.bestPri;
+          }
           s.bestId = id;
           s.bestPri = pri;
           s.bestShard = shard;
+        } else if (s.boundId === 0 || pri < s.boundPri || (pri === s.boundPri && id < s.boundId)) {
+          s.boundId = id;
+          s.boundPri = pri;
         }
       }
       if (--s.gatherLeft > 0) return;
@@ -75,8 +86,10 @@ export class Coordinator {
         this.none(s);
         return;
       }
+      const list = s.tubesByShard().tubes[s.bestShard];
       const w = this.hub.pool.request(s.bestShard, K_RESERVE_IF_READY, s, 0);
-      w.header(OP_RESERVE_IF_READY, 0, s.connId, 0, 0, 0, s.bestId);
+      w.header(OP_RESERVE_BOUNDED, list.length * 4, s.connId, list.length, s.boundPri, 0, s.boundId);
+      for (const t of list) w.u32(t);
       return;
     }
     if (rk === R_JOB) {
@@ -94,7 +107,7 @@ export class Coordinator {
       return;
     }
     if (kind === K_RESERVE_IF_READY && !s.closed) {
-      // Somebody took the candidate between the peek and the reserve: ask again.
+      // That shard's best no longer beats the others (taken meanwhile): ask again.
       this.attempt(s, s.attemptFromWait);
       return;
     }

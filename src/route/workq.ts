@@ -6,8 +6,9 @@
 // "gone" from a shard cannot remove a newer job that took the same UUID.
 //
 // lease: all names on one shard -> one request, the shard picks and leases. Several shards ->
-// each names its best ready job (priority, then time), the winner is leased by id, and if it
-// went meanwhile we start over. Nothing ready: the connection waits on each queue until a job
+// each names its best ready job (priority, then time), and the shard with the best one leases
+// the best of its names at that moment (the workq server itself picks among names at random);
+// if that shard has nothing left by then, we start over. Nothing ready: the connection waits on each queue until a job
 // becomes ready there or its timeout passes. As in the beanstalk coordinator, every "queue got a
 // ready job" stamps the queue with a new epoch, and an attempt that found nothing retries when
 // one of its queues was stamped after it started, so no wake-up is lost.
@@ -20,14 +21,16 @@ import type { ShardPool } from './shards.ts';
 import { UuidMap } from './uuidmap.ts';
 import { shardOf } from './hash.ts';
 import {
-  HEADER_BYTES, OP_WQ_DELETE, OP_WQ_LEASE, OP_WQ_LEASE_ID, OP_WQ_PEEK, OP_WQ_RESULT, OP_WQ_RUN_END,
-  R_BEST, R_JOB, R_OK, E_WQ_DONE, E_WQ_GONE, E_WQ_READY,
+  HEADER_BYTES, OP_WQ_DELETE, OP_WQ_LEASE, OP_WQ_PEEK, OP_WQ_QUEUE_NAME, OP_WQ_RESTORE,
+  OP_WQ_RESULT, OP_WQ_RUN_END, R_BEST, R_JOB, R_OK, E_WQ_DONE, E_WQ_GONE, E_WQ_READY, REPLY_FLAG_UNLOGGED,
+  WQ_RESTORE_FIXED,
 } from '../shared/records.ts';
+import type { RecoveredWqJob } from '../../workers/wal/reader.ts';
 import {
-  K_WQ_ADD, K_WQ_DELETE, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LEASE, K_WQ_LEASE_ID, K_WQ_LENS, K_WQ_PEEK,
+  K_WQ_ACK, K_WQ_ADD, K_WQ_DELETE, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LEASE, K_WQ_LEASE_PICKED, K_WQ_LENS, K_WQ_PEEK,
   K_WQ_RESULT, K_WQ_RUN_END, K_WQ_WAKE,
 } from '../proto/workq/kinds.ts';
-import { leaseReply, REPLY_TIMEOUT, resultReply, uuidText } from '../proto/workq/replies.ts';
+import { leaseReply, REPLY_OK, REPLY_TIMEOUT, REPLY_UNLOGGED, resultReply, uuidText } from '../proto/workq/replies.ts';
 import type { WorkqSession } from '../proto/workq/session.ts';
 
 /** Engine state numbers (workers/engine/workq.ts). */
@@ -75,11 +78,14 @@ export class WorkqRouter {
   clients = 0;
   readonly startedMs = Date.now();
   private readonly flushSoon: () => void;
+  /** In memory (no log): add and delete are answered before their shard replies. */
+  readonly earlyAck: boolean;
 
-  constructor(pool: ShardPool<unknown>, shards: number, flushSoon: () => void) {
+  constructor(pool: ShardPool<unknown>, shards: number, flushSoon: () => void, earlyAck: boolean) {
     this.pool = pool;
     this.shardCount = shards;
     this.flushSoon = flushSoon;
+    this.earlyAck = earlyAck;
   }
 
   newId(): number {
@@ -101,6 +107,10 @@ export class WorkqRouter {
       q = { id: this.byId.length, name, shard: shardOf(name, this.shardCount), waiting: [], epoch: 0 };
       this.queues.set(name, q);
       this.byId.push(q);
+      const bytes = Buffer.from(name, 'latin1');
+      const w = this.pool.request(q.shard, K_WQ_ACK, null, 0);
+      w.header(OP_WQ_QUEUE_NAME, bytes.length, 0, q.id, 0, 0, 0);
+      w.bytes(bytes, 0, bytes.length);
     }
     return q;
   }
@@ -157,7 +167,7 @@ export class WorkqRouter {
     }
   }
 
-  /** Replies to K_WQ_LEASE, K_WQ_PEEK and K_WQ_LEASE_ID. */
+  /** Replies to K_WQ_LEASE, K_WQ_PEEK and K_WQ_LEASE_PICKED. */
   private leaseReply(shard: number, kind: number, s: WorkqSession, buf: Buffer, at: number): void {
     const rk = buf[at + 4];
     if (kind === K_WQ_PEEK) {
@@ -187,8 +197,14 @@ export class WorkqRouter {
         this.none(s);
         return;
       }
-      const w = this.pool.request(s.bestShard, K_WQ_LEASE_ID, s, 0);
-      w.header(OP_WQ_LEASE_ID, 0, 0, 0, 0, 0, s.bestId);
+      // Lease the best of that shard's names now rather than exactly the job peeked: when many
+      // leases race for the same top job, all but one would otherwise go round again.
+      const qs = s.leaseQueues;
+      let n = 0;
+      for (const q of qs) if (q.shard === s.bestShard) n++;
+      const w = this.pool.request(s.bestShard, K_WQ_LEASE_PICKED, s, 0);
+      w.header(OP_WQ_LEASE, n * 4, 0, n, 0, 0, 0);
+      for (const q of qs) if (q.shard === s.bestShard) w.u32(q.id);
       return;
     }
     if (rk === R_JOB) {
@@ -200,13 +216,15 @@ export class WorkqRouter {
       if (!s.closed) {
         const len = buf.readUInt32LE(at);
         const body = at + HEADER_BYTES + 16;
-        this.endLease(s, leaseReply(uuidText(buf, at + HEADER_BYTES), q.name, buf, body, at + len));
+        // With a log, a lease it could not record is refused; the job comes back at its TTR end.
+        const unlogged = buf[at + REPLY_FLAG_UNLOGGED] !== 0;
+        this.endLease(s, unlogged ? REPLY_UNLOGGED : leaseReply(uuidText(buf, at + HEADER_BYTES), q.name, buf, body, at + len));
       }
       if (more) this.queueReady(q);
       return;
     }
-    if (kind === K_WQ_LEASE_ID && !s.closed) {
-      // Somebody took the candidate between the peek and the lease: ask again.
+    if (kind === K_WQ_LEASE_PICKED && !s.closed) {
+      // Somebody emptied that shard's queues between the peek and the lease: ask again.
       this.attempt(s);
       return;
     }
@@ -310,10 +328,33 @@ export class WorkqRouter {
     w.s.answered(w.seq, reply);
   }
 
-  /** Removes a job from its shard and from the UUID map (if the UUID still names it). */
-  deleteJob(uuid: Uint8Array, id: number, shard: number): void {
+  /**
+   * Removes a job from its shard and from the UUID map (if the UUID still names it). A client's
+   * delete passes its session and reply slot, answered when the shard has logged it.
+   */
+  deleteJob(uuid: Uint8Array, id: number, shard: number, s: WorkqSession | null = null, seq = 0): void {
     this.uuids.remove(uuid, 0, id);
-    this.pool.request(shard, K_WQ_DELETE, null, 0).header(OP_WQ_DELETE, 0, 0, 0, 0, 0, id);
+    this.pool.request(shard, s === null ? K_WQ_ACK : K_WQ_DELETE, s, seq).header(OP_WQ_DELETE, 0, 0, 0, 0, 0, id);
+  }
+
+  /** A job read back from the write-ahead log: to the shard its queue hashes to now, under a new internal id. */
+  restoreJob(j: RecoveredWqJob): void {
+    const q = this.findOrMakeQueue(j.name);
+    const id = this.newId();
+    if (!this.uuids.insert(j.uuid, 0, id, q.shard)) return;
+    const w = this.pool.request(q.shard, K_WQ_ACK, null, 0);
+    w.header(OP_WQ_RESTORE, WQ_RESTORE_FIXED + j.payload.length + j.result.length, 0, q.id, j.priority, j.ttrMs, id);
+    w.f64(j.ttlMs);
+    w.f64(j.scheduleMs);
+    w.f64(j.createdMs);
+    w.u32(j.maxAttempts | (j.maxFails << 8));
+    w.u32(j.attempts);
+    w.f64(j.leaseDeadline);
+    w.u32(j.state);
+    w.u32(j.payload.length);
+    w.bytes(j.uuid, 0, 16);
+    w.bytes(j.payload, 0, j.payload.length);
+    w.bytes(j.result, 0, j.result.length);
   }
 
   /** A run's wait timeout passed: a job being worked on gets until its TTR end, else TIMEOUT. */
@@ -344,6 +385,8 @@ export class WorkqRouter {
     const rk = buf[at + 4];
     switch (kind) {
       case K_WQ_ADD:
+        // With a log, add waits for this reply; a change the log could not take is an error.
+        if (s !== null) s.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
         if (rk === R_OK && buf.readUInt32LE(at + 12) === 1) {
           const q = this.byId[buf.readUInt32LE(at + 16)];
           if (q !== undefined) this.queueReady(q);
@@ -351,10 +394,13 @@ export class WorkqRouter {
         return;
       case K_WQ_LEASE:
       case K_WQ_PEEK:
-      case K_WQ_LEASE_ID:
+      case K_WQ_LEASE_PICKED:
         this.leaseReply(shard, kind, s as WorkqSession, buf, at);
         return;
       case K_WQ_DELETE:
+        if (s !== null) s.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
+        return;
+      case K_WQ_ACK:
         return;
       case K_WQ_WAKE: {
         const list = this.wakes.get(seq);

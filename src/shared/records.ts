@@ -23,7 +23,7 @@ export const HEADER_BYTES = 32;
 export const OP_PUT = 1; //            conn, a=tube, b=pri, c=delaySec, id; payload: u32 ttr, body
 export const OP_RESERVE = 2; //        conn, a=tube count; payload u32[count] tube ids
 export const OP_PEEK_BEST = 3; //      a=tube count; payload u32[count]
-export const OP_RESERVE_IF_READY = 4; // conn, id
+// 4 was OP_RESERVE_IF_READY (reserve a peeked job by id), replaced by OP_RESERVE_BOUNDED.
 export const OP_RESERVE_JOB = 5; //    conn, id
 export const OP_DELETE = 6; //         conn, id
 export const OP_RELEASE = 7; //        conn, id, b=pri, c=delaySec
@@ -46,6 +46,8 @@ export const OP_TUBE_NAME = 23; //     a=tube; payload: the name (the shard's lo
 export const OP_RESTORE = 24; //       a=tube, b=pri, c=delaySec, id; payload (48 bytes + body): u32 ttr, u32 state, f64 deadline,
 //                                     f64 created, u32 x5 counters, u32 pad, body (a job recovered from the log)
 export const OP_WAL_SYNC = 25; //      make everything logged so far durable now
+export const OP_RESERVE_BOUNDED = 26; // conn, a=tube count, b=bound pri, id=bound id (0: none); payload u32[count] tube ids:
+//                                     reserve the best ready job of these tubes if it comes before (b, id), else R_NONE
 
 // workq requests (the workq protocol's jobs live in the same shards, in workers/engine/workq.ts).
 // `id` is the job's internal id: a number the main thread hands out per workq job (never reused),
@@ -55,7 +57,6 @@ export const OP_WQ_ADD = 32; //        a=queue, b=priority (int32 as u32), c=ttr
 //                                     f64 createdMs, u8 maxAttempts, u8 maxFails, u16 0, u32 0, 16 bytes UUID, body
 export const OP_WQ_LEASE = 33; //      a=queue count; payload u32[count] queue ids
 export const OP_WQ_PEEK = 34; //       a=queue count; payload u32[count] queue ids
-export const OP_WQ_LEASE_ID = 35; //   id: lease this job if it is still ready
 export const OP_WQ_COMPLETE = 36; //   id; payload: the result
 export const OP_WQ_FAIL = 37; //       id; payload: the result
 export const OP_WQ_DELETE = 38; //     id
@@ -64,6 +65,12 @@ export const OP_WQ_RUN_END = 40; //    id: a run's wait timeout passed
 export const OP_WQ_LENS = 41; //       a=queue count; payload u32[count] queue ids
 export const OP_WQ_INSPECT_JOB = 42; // id
 export const OP_WQ_INSPECT_JOBS = 43; // a=queue, b=offset, c=limit, conn=1 scheduled / 0 ready
+export const OP_WQ_QUEUE_NAME = 44; // a=queue; payload: the name (the shard's log records name queues)
+export const OP_WQ_RESTORE = 45; //  a=queue, b=priority, c=ttrMs, id; payload (WQ_RESTORE_FIXED bytes + payload + result):
+//                                   f64 ttlMs, f64 scheduleMs, f64 createdMs, u8 maxAttempts, u8 maxFails, u16 0,
+//                                   u32 attempts, f64 leaseDeadline, u32 state, u32 payloadLen, 16 bytes UUID, payload, result
+/** Fixed bytes of OP_WQ_RESTORE's payload. */
+export const WQ_RESTORE_FIXED = 64;
 /** Fixed bytes of OP_WQ_ADD's payload before the job's payload. */
 export const WQ_ADD_FIXED = 48;
 /** f64 fields of one job in R_WQ_JOBS / OP_WQ_INSPECT_JOB replies (see WQ_INFO_*), then 16 bytes UUID, then the payload. */
@@ -94,7 +101,7 @@ export const R_TUBES = 6; //  a = count released, b = tube count; payload u32[b]
 
 // workq replies:
 //   OP_WQ_ADD          R_OK a = 1 ready / 2 scheduled, b = queue
-//   OP_WQ_LEASE(_ID)   R_JOB a = queue, b = 1 if that queue has more ready jobs, id; payload 16 bytes UUID + body; or R_NONE
+//   OP_WQ_LEASE        R_JOB a = queue, b = 1 if that queue has more ready jobs, id; payload 16 bytes UUID + body; or R_NONE
 //   OP_WQ_PEEK         R_BEST a = queue, b = priority (u32 of the int32), id; payload f64 scheduleKey, f64 createdMs; or R_NONE
 //   OP_WQ_COMPLETE/FAIL R_OK a = WQ_DONE_OK / WQ_DONE_NOT_FOUND / WQ_DONE_DUPLICATE
 //   OP_WQ_DELETE       R_OK a = 1 deleted / 0 not found
@@ -104,6 +111,8 @@ export const R_TUBES = 6; //  a = count released, b = tube count; payload u32[b]
 //                      (the job stays); otherwise the job is deleted and R_NONE
 //   OP_WQ_LENS         R_NUMS a = 2*count: ready, scheduled per queue
 //   OP_WQ_INSPECT_JOB  R_WQ_JOBS a = 1 (or R_NONE); OP_WQ_INSPECT_JOBS R_WQ_JOBS a = count
+//   OP_WQ_QUEUE_NAME, OP_WQ_RESTORE  R_OK
+// A reply whose change could not be logged has byte REPLY_FLAG_UNLOGGED set, as for beanstalk.
 export const R_WQ_JOBS = 7; //  a = count; payload count x (f64[WQ_INFO_FIELDS], 16 bytes UUID, payload)
 export const WQ_DONE_OK = 0;
 export const WQ_DONE_NOT_FOUND = 1;

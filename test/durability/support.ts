@@ -38,6 +38,8 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 
 export interface ChildServer {
   readonly port: number;
+  /** The workq port (ChildOptions.workq), else 0. */
+  readonly workqPort: number;
   readonly pid: number;
   readonly proc: ChildProcess;
   /** Everything it wrote to stderr so far. */
@@ -57,12 +59,15 @@ export interface ChildOptions {
   fsync?: string[];
   segmentBytes?: number;
   skipCorrupt?: boolean;
+  /** Serve workq on a port the kernel picks (else none: children must not fight over 9922). */
+  workq?: boolean;
 }
 
 export function serverArgs(o: ChildOptions): string[] {
   const args = [MAIN, '-l', '127.0.0.1', '-p', '0', '--shards', String(o.shards), '-b', o.dir, ...(o.fsync ?? ['-f', '0'])];
   if (o.segmentBytes !== undefined) args.push('-s', String(o.segmentBytes));
   if (o.skipCorrupt) args.push('--binlog-skip-corrupt');
+  args.push(...(o.workq ? ['--workq-listen', '127.0.0.1:0'] : ['--no-workq']));
   return args;
 }
 
@@ -87,7 +92,8 @@ export function spawnServer(o: ChildOptions): Promise<ChildServer> {
       err += d.toString();
       if (done) return;
       const m = /"port":(\d+)[^\n]*"msg":"listening \(beanstalk\)"/.exec(err);
-      if (m) {
+      const wm = /"port":(\d+)[^\n]*"msg":"listening \(workq\)"/.exec(err);
+      if (m && (!o.workq || wm)) {
         done = true;
         clearTimeout(timer);
         const kill = async (signal: NodeJS.Signals) => {
@@ -96,6 +102,7 @@ export function spawnServer(o: ChildOptions): Promise<ChildServer> {
         };
         resolve({
           port: Number(m[1]),
+          workqPort: wm ? Number(wm[1]) : 0,
           pid: proc.pid!,
           proc,
           stderr: () => err,

@@ -34,7 +34,9 @@ export interface WorkqEvents {
   done(id: number): void;
   /** The job's TTL ended and it was removed; evicted = it was not completed or failed.
    *  uuid[uuidAt..uuidAt+16) holds its UUID (a scratch buffer, valid during the call only). */
-  gone(id: number, evicted: boolean, uuid: Uint8Array, uuidAt: number): void;
+  gone(id: number, evicted: boolean, uuid: Uint8Array, uuidAt: number, fileSeq: number, fileBytes: number): void;
+  /** A leased job went back to its queue at its TTR end (a change the write-ahead log records). */
+  requeued?(id: number): void;
 }
 
 export interface WorkqStoreOptions {
@@ -54,7 +56,7 @@ const NOT_SCHEDULED = -Infinity;
 const FREE = 0, IN_READY = 1, IN_SCHEDULED = 2, IN_LEASE = 3, FINISHED = 4;
 
 /** Bytes of column storage per job slot (see grow()); each body store adds 12 more. */
-export const WQ_COLUMN_BYTES_PER_SLOT = 8 + UUID_BYTES + 4 + 4 + 4 + 8 + 8 + 8 + 8 + 5 + 8 + 8 + 4 + 4 + 4 + 4;
+export const WQ_COLUMN_BYTES_PER_SLOT = 8 + UUID_BYTES + 4 + 4 + 4 + 8 + 8 + 8 + 8 + 5 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 4;
 
 function growF64(a: Float64Array, n: number): Float64Array {
   const b = new Float64Array(n);
@@ -123,6 +125,8 @@ export class WorkqStore {
   private timerPos: Int32Array = new Int32Array(0);
   private ttlPos: Int32Array = new Int32Array(0);
   private next: Int32Array = new Int32Array(0); // free-slot list
+  private fileSeq: Int32Array = new Int32Array(0); // write-ahead log segment of the job's WQ_FULL record (0: none)
+  private fileBytes: Uint32Array = new Uint32Array(0); // that record's size
 
   private hwm = 0; // slots [0, hwm) have been handed out at least once
   private freeHead = NIL;
@@ -144,6 +148,7 @@ export class WorkqStore {
   private goneBuf: Float64Array = new Float64Array(16);
   private evictedBuf: Uint8Array = new Uint8Array(16);
   private goneUuids: Uint8Array = new Uint8Array(16 * UUID_BYTES); // the removed jobs' UUIDs
+  private goneFiles: Float64Array = new Float64Array(32); // their log segment and record size
 
   // Heap callbacks, created once and shared by every heap so call sites stay monomorphic.
   // The workq server's skiplist compare: priority descending, then the schedule time, then the
@@ -233,6 +238,8 @@ export class WorkqStore {
     this.attempts[s] = 0;
     this.jobState[s] = WQ_NEW; // the server never sets PENDING on add
     this.heapPos[s] = this.timerPos[s] = this.ttlPos[s] = NIL;
+    this.fileSeq[s] = 0;
+    this.fileBytes[s] = 0;
     this.payloads.put(s, payload);
     this.live++;
     if (ttlMs > 0) {
@@ -336,6 +343,88 @@ export class WorkqStore {
     if (!q) return true;
     if (q.ready.size > 0 || q.scheduled.size > 0) return false;
     this.queues.delete(queue);
+    return true;
+  }
+
+  /**
+   * A job read back from the write-ahead log, in the state it was logged in: new or pending jobs
+   * wait in their ready heap (or their scheduled heap until the schedule time), a leased job keeps
+   * its lease until `leaseDeadline`, a completed or failed one keeps its result until its TTL.
+   */
+  restore(queue: number, id: number, uuid: Uint8Array, uuidAt: number, priority: number, ttrMs: number, ttlMs: number,
+    scheduleMs: number, createdMs: number, maxAttempts: number, maxFails: number, attempts: number, state: number,
+    leaseDeadline: number, payload: Uint8Array, result: Uint8Array, nowMs: number): void {
+    this.add(queue, id, uuid, uuidAt, priority, ttrMs, ttlMs, scheduleMs, createdMs, maxAttempts, maxFails, payload, nowMs);
+    const s = this.index.get(id);
+    this.attempts[s] = Math.min(attempts, 255);
+    if (state === WQ_NEW || state === WQ_PENDING) {
+      this.jobState[s] = state;
+      return;
+    }
+    this.leave(s);
+    this.jobState[s] = state;
+    if (state === WQ_LEASED) {
+      this.where[s] = IN_LEASE;
+      this.deadline[s] = leaseDeadline;
+      this.timers.push(s);
+      return;
+    }
+    this.where[s] = FINISHED;
+    if (result.length > 0) {
+      this.results.put(s, result);
+      this.resultCt++;
+    }
+  }
+
+  // ---------------------------------------------------------------- the write-ahead log's bookkeeping
+
+  /** Segment of the job's WQ_FULL record (0: none: never logged, as a run's job) and its size. */
+  fileOf(id: number): number {
+    const s = this.index.get(id);
+    return s === NIL ? 0 : this.fileSeq[s];
+  }
+
+  fileBytesOf(id: number): number {
+    const s = this.index.get(id);
+    return s === NIL ? 0 : this.fileBytes[s];
+  }
+
+  setFile(id: number, seq: number, bytes: number): void {
+    const s = this.index.get(id);
+    if (s === NIL) return;
+    this.fileSeq[s] = seq;
+    this.fileBytes[s] = bytes;
+  }
+
+  /** Calls fn(id) for up to `limit` jobs whose WQ_FULL is in segment `seq`, scanning slots from
+   *  `cursor`; returns where to go on, or -1 once every slot was looked at (compaction). */
+  jobsInFile(seq: number, cursor: number, limit: number, fn: (id: number) => void): number {
+    let n = 0;
+    let s = cursor;
+    for (; s < this.hwm && n < limit; s++) {
+      if (this.fileSeq[s] === seq && this.where[s] !== FREE) {
+        fn(this.ids[s]);
+        n++;
+      }
+    }
+    return s < this.hwm ? s : -1;
+  }
+
+  /** The job's name-independent logged fields: out = [priority, ttrMs, ttlMs, scheduleMs (NaN if
+   *  none), createdMs, maxAttempts, maxFails, attempts, state, leaseDeadline (NaN unless leased)]. */
+  image(id: number, out: Float64Array): boolean {
+    const s = this.index.get(id);
+    if (s === NIL) return false;
+    out[0] = this.pri[s];
+    out[1] = this.ttrMs[s];
+    out[2] = this.ttlMs[s];
+    out[3] = this.schedKey[s] === NOT_SCHEDULED ? NaN : this.schedKey[s];
+    out[4] = this.created[s];
+    out[5] = this.maxAttempts[s];
+    out[6] = this.maxFails[s];
+    out[7] = this.attempts[s];
+    out[8] = this.jobState[s];
+    out[9] = this.where[s] === IN_LEASE ? this.deadline[s] : NaN;
     return true;
   }
 
@@ -468,6 +557,7 @@ export class WorkqStore {
           continue;
         }
         this.jobState[s] = WQ_PENDING;
+        if (events.requeued !== undefined) events.requeued(this.ids[s]);
       }
       this.where[s] = IN_READY;
       q.ready.push(s);
@@ -489,7 +579,10 @@ export class WorkqStore {
         this.goneBuf = growF64(this.goneBuf, nGone * 2);
         this.evictedBuf = growU8(this.evictedBuf, nGone * 2);
         this.goneUuids = growU8(this.goneUuids, nGone * 2 * UUID_BYTES);
+        this.goneFiles = growF64(this.goneFiles, nGone * 4);
       }
+      this.goneFiles[nGone * 2] = this.fileSeq[s];
+      this.goneFiles[nGone * 2 + 1] = this.fileBytes[s];
       // The UUID outlives the slot: the main thread maps UUIDs to ids and must forget this one.
       const u = this.uuidCol;
       const g = this.goneUuids;
@@ -500,7 +593,9 @@ export class WorkqStore {
       this.evictedBuf[nGone++] = st !== WQ_COMPLETED && st !== WQ_FAILED ? 1 : 0;
       this.removeSlot(s);
     }
-    for (let i = 0; i < nGone; i++) events.gone(this.goneBuf[i], this.evictedBuf[i] === 1, this.goneUuids, i * UUID_BYTES);
+    for (let i = 0; i < nGone; i++) {
+      events.gone(this.goneBuf[i], this.evictedBuf[i] === 1, this.goneUuids, i * UUID_BYTES, this.goneFiles[i * 2], this.goneFiles[i * 2 + 1]);
+    }
 
     for (let i = 0; i < nReady; i++) {
       const queue = this.readyBuf[i];
@@ -733,6 +828,8 @@ export class WorkqStore {
     this.timerPos = growI32(this.timerPos, cap);
     this.ttlPos = growI32(this.ttlPos, cap);
     this.next = growI32(this.next, cap);
+    this.fileSeq = growI32(this.fileSeq, cap);
+    this.fileBytes = growU32(this.fileBytes, cap);
     this.payloads.growSlots(cap);
     this.results.growSlots(cap);
     this.cap = cap;

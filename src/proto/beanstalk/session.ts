@@ -97,6 +97,9 @@ export class Session extends Connection implements ParserSink {
   bestId = 0;
   bestPri = 0;
   bestShard = -1;
+  /** The best candidate of the other shards: the winner's shard must still beat it. */
+  boundId = 0;
+  boundPri = 0;
   // Watched tubes grouped by shard, rebuilt after watch/ignore.
   private shardTubes: number[][] | null = null;
   private shardList: number[] = [];

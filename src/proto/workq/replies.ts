@@ -60,6 +60,8 @@ export const REPLY_DUPLICATE_JOB = clientError('Duplicate job');
 export const REPLY_DUPLICATE_RESULT = clientError('Duplicate result');
 /** The server's answer when its registry and queues disagree (job.ErrQueueOutOfSync). */
 export const REPLY_QUEUE_OUT_OF_SYNC = serverError('Queue out of sync');
+/** Ours: with -b, the change is made in memory but the write-ahead log could not store it (disk full, I/O error). */
+export const REPLY_UNLOGGED = serverError('Unable to log the change');
 
 // ---- time ----
 

@@ -11,7 +11,7 @@ import type { WorkqRouter, WqQueue } from '../../route/workq.ts';
 import { WorkqRouter as Router } from '../../route/workq.ts';
 import {
   HEADER_BYTES, OP_WQ_ADD, OP_WQ_COMPLETE, OP_WQ_FAIL, OP_WQ_INSPECT_JOB, OP_WQ_INSPECT_JOBS,
-  OP_WQ_LENS, OP_WQ_RESULT, R_JOB, R_NUMS, R_OK, R_WQ_JOBS, WQ_ADD_FIXED, WQ_DONE_NOT_FOUND,
+  OP_WQ_LENS, OP_WQ_RESULT, R_JOB, R_NUMS, R_OK, R_WQ_JOBS, REPLY_FLAG_UNLOGGED, WQ_ADD_FIXED, WQ_DONE_NOT_FOUND,
   WQ_DONE_OK, WQ_INFO_ATTEMPTS, WQ_INFO_BYTES, WQ_INFO_CREATED, WQ_INFO_FAILS, WQ_INFO_FIELDS,
   WQ_INFO_MAX_ATTEMPTS, WQ_INFO_MAX_FAILS, WQ_INFO_PAYLOAD_LEN, WQ_INFO_PRIORITY, WQ_INFO_QUEUE,
   WQ_INFO_SCHEDULE, WQ_INFO_STATE, WQ_INFO_TTL, WQ_INFO_TTR,
@@ -25,7 +25,7 @@ import { K_WQ_ADD, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LENS, K_WQ_RESULT } from './kin
 import { Parser, type WorkqSink } from './parser.ts';
 import {
   inspectReply, inspectServerReply, jobBlock, queueBlock, REPLY_DUPLICATE_JOB, REPLY_DUPLICATE_RESULT,
-  REPLY_NOT_FOUND, REPLY_OK, REPLY_OK_0, uuidText,
+  REPLY_NOT_FOUND, REPLY_OK, REPLY_OK_0, REPLY_UNLOGGED, uuidText,
 } from './replies.ts';
 
 const B_WAIT = 1; // a blocking or gathering command is being answered
@@ -110,8 +110,12 @@ export class WorkqSession extends Connection implements WorkqSink {
       case CMD_DELETE: {
         const i = router.uuids.lookup(p.id);
         if (i === -1) return this.answer(REPLY_NOT_FOUND);
-        router.deleteJob(p.id, router.uuids.idAt(i), router.uuids.shardAt(i));
-        return this.answer(REPLY_OK);
+        if (router.earlyAck) {
+          router.deleteJob(p.id, router.uuids.idAt(i), router.uuids.shardAt(i));
+          return this.answer(REPLY_OK);
+        }
+        router.deleteJob(p.id, router.uuids.idAt(i), router.uuids.shardAt(i), this, this.nextSeq());
+        return this.blocked === 0;
       }
       case CMD_RESULT: {
         const i = router.uuids.lookup(p.id);
@@ -167,7 +171,9 @@ export class WorkqSession extends Connection implements WorkqSink {
     const run = cmd === CMD_RUN;
     const scheduled = cmd === CMD_SCHEDULE && !p.scheduleZero;
     const len = p.bodyEnd - p.bodyStart;
-    const w = router.request(q.shard, K_WQ_ADD, null, 0);
+    // In memory the add cannot fail now: answered at once. With a log, once it is logged.
+    const logged = !run && !router.earlyAck;
+    const w = router.request(q.shard, K_WQ_ADD, logged ? this : null, logged ? this.nextSeq() : 0);
     w.header(OP_WQ_ADD, WQ_ADD_FIXED + len, 0, q.id, p.priority, p.ttrMs, id);
     w.f64(run ? 0 : p.ttlMs); // a run's job has no TTL: it is deleted when the run returns
     w.f64(scheduled ? p.scheduleMs : NaN);
@@ -176,6 +182,7 @@ export class WorkqSession extends Connection implements WorkqSink {
     w.u32(0);
     w.bytes(p.id, 0, 16);
     w.bytes(p.body, p.bodyStart, p.bodyEnd);
+    if (logged) return this.blocked === 0;
     if (!run) return this.answer(REPLY_OK);
     const seq = this.nextSeq();
     this.block(B_WAIT);
@@ -221,7 +228,7 @@ export class WorkqSession extends Connection implements WorkqSink {
       case K_WQ_DONE: {
         const code = buf.readUInt32LE(at + 12);
         if (code === WQ_DONE_OK) {
-          this.complete(seq, REPLY_OK);
+          this.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
           this.router.processed(buf.readDoubleLE(at + 24), shard);
         } else {
           this.complete(seq, code === WQ_DONE_NOT_FOUND ? REPLY_NOT_FOUND : REPLY_DUPLICATE_RESULT);
