@@ -231,12 +231,11 @@ function handle(buf: Buffer, at: number, now: number): void {
       // The best of several shards' candidates: reserve this shard's best now if it still beats
       // every other shard's (the bound), whichever job that is.
       const tubes = readTubes(buf, at, a);
-      const best = engine.peekBest(tubes, a, now);
-      if (best === 0 || (id !== 0 && !(engine.lastPri < b || (engine.lastPri === b && best < id)))) {
+      const got = engine.reserveBounded(tubes, a, conn, b, id, now);
+      if (got === 0) {
         out.header(R_NONE, 0, 0, 0, 0, 0, 0);
         return;
       }
-      const got = engine.reserveBest(tubes, a, conn, now);
       replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
       return;
     }

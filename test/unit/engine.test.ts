@@ -370,3 +370,27 @@ describe('Engine: storage', () => {
     e.invariants();
   });
 });
+
+describe('reserveBounded (the winning shard of a multi-shard reserve)', () => {
+  it('reserves its best job only if it comes before the other shards\' best (pri, then id)', () => {
+    const e = checked();
+    e.put(0, 10, 5, 0, 60, enc('a'), T0);
+    e.put(1, 11, 100, 0, 60, enc('b'), T0);
+    // Bound (50, 3): job 10 (pri 5) comes first.
+    expect(e.reserveBounded([0, 1], 2, 1, 50, 3, T0)).toBe(10);
+    // Next best is 11 (pri 100): after the bound (50, 3), so nothing is reserved.
+    expect(e.reserveBounded([0, 1], 2, 1, 50, 3, T0)).toBe(0);
+    expect(jobStats(e, 11, T0).state).toBe(READY);
+    // Same pri: the id decides.
+    expect(e.reserveBounded([1], 1, 1, 100, 11, T0)).toBe(0);
+    expect(e.reserveBounded([1], 1, 1, 100, 12, T0)).toBe(11);
+  });
+
+  it('without a bound it is reserveBest; with nothing ready it is 0', () => {
+    const e = checked();
+    expect(e.reserveBounded([0], 1, 1, 0, 0, T0)).toBe(0);
+    e.put(0, 3, 4_000_000_000, 0, 60, enc('x'), T0);
+    expect(e.reserveBounded([0], 1, 1, 0, 0, T0)).toBe(3);
+    expect(jobStats(e, 3, T0).state).toBe(RESERVED);
+  });
+});

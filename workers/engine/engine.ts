@@ -189,6 +189,21 @@ export class Engine {
     return READY;
   }
 
+  /**
+   * reserveBest, but only if that job comes before (boundPri, boundId) — the best candidate of
+   * the other shards (boundId 0: no bound). Returns its id, or 0 (nothing ready, or not before).
+   */
+  reserveBounded(tubes: ArrayLike<number>, count: number, conn: number, boundPri: number, boundId: number, nowMs: number): number {
+    const s = this.bestReady(tubes, count, nowMs);
+    if (s === NIL) return 0;
+    const pri = this.pri[s];
+    if (boundId !== 0 && !(pri < boundPri || (pri === boundPri && this.ids[s] < boundId))) return 0;
+    const t = this.tubeAt(s);
+    this.leaveReady(s, t);
+    this.enterReserved(s, t, conn, nowMs);
+    return this.ids[s];
+  }
+
   /** Reserves the best (pri, id) ready job among unpaused tubes[0..count); returns its id or 0. */
   reserveBest(tubes: ArrayLike<number>, count: number, conn: number, nowMs: number): number {
     const s = this.bestReady(tubes, count, nowMs);
