@@ -11,6 +11,7 @@
 // columns link BURIED jobs into their tube's FIFO and RESERVED jobs into their connection's
 // list (a job is never both). Bodies live in the slab BodyStore.
 
+import { growF64, growI32, growU32, growU8 } from './columns.ts';
 import { IndexHeap } from './heap.ts';
 import { IdTable } from './idtable.ts';
 import { BodyStore, DEFAULT_CHUNK_SIZE } from './bodystore.ts';
@@ -43,27 +44,6 @@ const EMPTY = new Uint8Array(0);
 
 /** Bytes of engine column storage per job slot (see grow()); the body store adds 12 more. */
 export const COLUMN_BYTES_PER_SLOT = 8 + 4 + 1 + 4 + 4 + 4 + 4 + 8 + 8 + 5 * 4 + 4 + 4 + 2 * 4 + 4;
-
-function growF64(a: Float64Array, n: number): Float64Array {
-  const b = new Float64Array(n);
-  b.set(a);
-  return b;
-}
-function growU32(a: Uint32Array, n: number): Uint32Array {
-  const b = new Uint32Array(n);
-  b.set(a);
-  return b;
-}
-function growI32(a: Int32Array, n: number): Int32Array {
-  const b = new Int32Array(n);
-  b.set(a);
-  return b;
-}
-function growU8(a: Uint8Array, n: number): Uint8Array {
-  const b = new Uint8Array(n);
-  b.set(a);
-  return b;
-}
 
 /**
  * Whole seconds left, as beanstalkd prints them: it keeps nanoseconds, so by the time anyone

@@ -14,6 +14,7 @@
 // `timerPos`, and a second global heap by TTL end (`expireAt`) holds every job with a TTL and
 // writes `ttlPos`. Payloads and results live in two slab BodyStores keyed by slot.
 
+import { growF64, growI32, growU32, growU8 } from './columns.ts';
 import { IndexHeap } from './heap.ts';
 import { IdTable } from './idtable.ts';
 import { BodyStore, DEFAULT_CHUNK_SIZE } from './bodystore.ts';
@@ -57,27 +58,6 @@ const FREE = 0, IN_READY = 1, IN_SCHEDULED = 2, IN_LEASE = 3, FINISHED = 4;
 
 /** Bytes of column storage per job slot (see grow()); each body store adds 12 more. */
 export const WQ_COLUMN_BYTES_PER_SLOT = 8 + UUID_BYTES + 4 + 4 + 4 + 8 + 8 + 8 + 8 + 5 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 4;
-
-function growF64(a: Float64Array, n: number): Float64Array {
-  const b = new Float64Array(n);
-  b.set(a);
-  return b;
-}
-function growU32(a: Uint32Array, n: number): Uint32Array {
-  const b = new Uint32Array(n);
-  b.set(a);
-  return b;
-}
-function growI32(a: Int32Array, n: number): Int32Array {
-  const b = new Int32Array(n);
-  b.set(a);
-  return b;
-}
-function growU8(a: Uint8Array, n: number): Uint8Array {
-  const b = new Uint8Array(n);
-  b.set(a);
-  return b;
-}
 
 /** Per-queue state: one small object per queue, never per job. */
 class Queue {
