@@ -6,7 +6,7 @@ import os from 'node:os';
 import { CMD_COUNT, STATS_CMD_KEYS } from './proto/beanstalk/commands.ts';
 import {
   K_ACK, K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PEEK_BEST, K_PUT, K_RELEASE,
-  K_RELEASE_CONN, K_RESERVE, K_RESERVE_IF_READY, K_RESERVE_JOB, K_STATS_JOB, K_STATS_TUBE,
+  K_RELEASE_CONN, K_RESERVE, K_RESERVE_IF_READY, K_RESERVE_JOB, K_RESERVE_SPEC, K_STATS_JOB, K_STATS_TUBE,
   K_SYNC, K_TOTALS, K_TOUCH,
 } from './proto/beanstalk/kinds.ts';
 import type { Session } from './proto/beanstalk/session.ts';
@@ -14,6 +14,8 @@ import { K_WQ_FIRST } from './proto/workq/kinds.ts';
 import type { WorkqSession } from './proto/workq/session.ts';
 import { WorkqRouter } from './route/workq.ts';
 import { Coordinator } from './route/coordinator.ts';
+import { ReadyCounts } from './route/readycount.ts';
+import { REPLY_TIMED_OUT } from './proto/beanstalk/replies.ts';
 import { JobShardMap } from './route/jobmap.ts';
 import { ShardPool } from './route/shards.ts';
 import { TubeRegistry } from './route/tubes.ts';
@@ -58,6 +60,10 @@ export class Hub {
   readonly tubes: TubeRegistry<Session>;
   readonly jobMap = new JobShardMap();
   readonly coordinator: Coordinator;
+  /** Lower bounds of each tube's ready jobs: which reserves may go without holding the parser. */
+  readonly readyCounts: ReadyCounts;
+  /** Reserves sent as certain that found nothing (a bug in ReadyCounts if ever above 0). */
+  certainMisses = 0;
   readonly sessions = new Map<number, Session>();
 
   nextJobId = 1;
@@ -83,6 +89,7 @@ export class Hub {
     this.config = config;
     this.earlyAck = config.wal === undefined;
     this.coordinator = new Coordinator(this);
+    this.readyCounts = new ReadyCounts(config.shards);
     this.pool = new ShardPool<Session | WorkqSession>(
       { shards: config.shards, ringBytes: config.ringBytes, workerData: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults } },
       {
@@ -216,6 +223,20 @@ export class Hub {
         if (buf.readUInt32LE(at + 12) === READY) this.readyIn(buf.readUInt32LE(at + 16));
         return;
       }
+      case K_RESERVE_SPEC: {
+        const sess = s as Session;
+        const t = this.tubes.get(buf.readUInt32LE(at + 12));
+        if (rk === R_JOB) {
+          sess.reserved(seq, buf, at);
+          if (t !== undefined && buf.readUInt32LE(at + 16) !== 0) this.coordinator.tubeReady(t);
+        } else {
+          // Cannot happen while ReadyCounts stays a lower bound; never leave the client hanging.
+          this.certainMisses++;
+          this.onCertainMiss(sess.connId);
+          sess.complete(seq, REPLY_TIMED_OUT);
+        }
+        return;
+      }
       case K_RESERVE_JOB:
         if (rk === R_JOB) {
           const sess = s as Session;
@@ -244,7 +265,7 @@ export class Hub {
       case K_RELEASE:
         if (ok) (s as Session).unreserve(id);
         (s as Session).onSimple(seq, kind, ok, 0);
-        if (ok && buf.readUInt32LE(at + 12) === READY) this.readyIn(buf.readUInt32LE(at + 16));
+        if (ok && buf.readUInt32LE(at + 12) === READY) this.readyIn(buf.readUInt32LE(at + 16), 1);
         return;
       case K_BURY:
         if (ok) (s as Session).unreserve(id);
@@ -257,12 +278,12 @@ export class Hub {
       case K_KICK: {
         const n = buf.readUInt32LE(at + 12);
         (s as Session).onSimple(seq, kind, true, n);
-        if (n > 0) this.readyIn(buf.readUInt32LE(at + 16));
+        if (n > 0) this.readyIn(buf.readUInt32LE(at + 16), n);
         return;
       }
       case K_KICK_JOB:
         (s as Session).onSimple(seq, kind, ok, 0);
-        if (ok) this.readyIn(buf.readUInt32LE(at + 16));
+        if (ok) this.readyIn(buf.readUInt32LE(at + 16), 1);
         return;
       case K_PAUSE:
         (s as Session).onSimple(seq, kind, true, 0);
@@ -293,10 +314,16 @@ export class Hub {
     }
   }
 
-  private readyIn(tubeId: number): void {
+  /** Tube `tubeId` may have gained ready jobs; `known` of them for certain (ReadyCounts). */
+  private readyIn(tubeId: number, known = 0): void {
     const t = this.tubes.get(tubeId);
-    if (t !== undefined) this.coordinator.tubeReady(t);
+    if (t === undefined) return;
+    if (known > 0) this.readyCounts.addLate(t, known);
+    this.coordinator.tubeReady(t);
   }
+
+  /** What to do when a certain reserve found nothing (the server logs it). */
+  onCertainMiss: (connId: number) => void = () => {};
 
   private onEvent(shard: number, buf: Buffer, at: number): void {
     const kind = buf[at + 4];
@@ -305,6 +332,8 @@ export class Hub {
     } else if (kind === E_READY) {
       this.readyIn(buf.readUInt32LE(at + 12));
     } else if (kind === E_TIMED_OUT) {
+      // Not counted in ReadyCounts: the connection may be deleting the job at this moment (it
+      // still thought it held it), and a ready job deleted that way must not stay counted.
       const s = this.sessions.get(buf.readUInt32LE(at + 8));
       if (s !== undefined) {
         s.unreserve(buf.readDoubleLE(at + 24));

@@ -96,6 +96,11 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   }
 
   const hub = new Hub({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel, walFaults: opts.walFaults });
+  hub.onCertainMiss = (conn) => {
+    // A reserve sent as certain found nothing: ReadyCounts over-counted. The client got
+    // TIMED_OUT; report it so the bug is seen.
+    log.error({ conn, misses: hub.certainMisses }, 'a reserve sent as certain found no job (please report)');
+  };
   hub.onFatal = (shard, err) => {
     // Its queues are gone from memory: serving on would answer wrongly. Exit; with -b the log
     // still holds every acknowledged job for the next start.

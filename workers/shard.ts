@@ -111,7 +111,7 @@ const sink = {
     }
   },
   timedOut(id: number, conn: number): void {
-    out.header(E_TIMED_OUT, 0, conn, 0, 0, 0, id);
+    out.header(E_TIMED_OUT, 0, conn, engine.tubeOf(id), 0, 0, id);
   },
 };
 

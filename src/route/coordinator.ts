@@ -31,6 +31,7 @@ export class Coordinator {
 
   /** Try to reserve a job for `s` (a fresh reserve, or a waiter that was woken). */
   attempt(s: Session, fromWait: boolean): void {
+    this.debit(s);
     s.attempting = true;
     s.attemptFromWait = fromWait;
     s.attemptEpoch = this.epoch;
@@ -80,6 +81,7 @@ export class Coordinator {
       if (--s.gatherLeft > 0) return;
       if (s.closed) {
         s.attempting = false;
+        this.settle(s);
         return;
       }
       if (s.bestId === 0) {
@@ -94,6 +96,7 @@ export class Coordinator {
     }
     if (rk === R_JOB) {
       s.attempting = false;
+      this.settle(s);
       // A job reserved for a connection that has gone is given back by the release request
       // its close queued behind this one.
       if (s.closed) return;
@@ -107,6 +110,7 @@ export class Coordinator {
       return;
     }
     if (kind === K_RESERVE_IF_READY && !s.closed) {
+      // attempt() gives back what this one held.
       // That shard's best no longer beats the others (taken meanwhile): ask again.
       this.attempt(s, s.attemptFromWait);
       return;
@@ -114,9 +118,37 @@ export class Coordinator {
     this.none(s);
   }
 
+  /**
+   * ReadyCounts: a reserve takes one count of each watched tube that has some (it will take a
+   * job from one of them, which one is the shard's choice) and is a blind reserve of the others
+   * until it is over. Counts are never given back: a blind reserve may have taken the very job a
+   * count stood for meanwhile, so giving back could count a job that is gone. A retry of the
+   * same reserve keeps what it holds.
+   */
+  private debit(s: Session): void {
+    if (s.debitTubes.length > 0 || s.blindTubes.length > 0) return;
+    const counts = this.hub.readyCounts;
+    for (const t of s.watch.items) {
+      if (counts.take(t)) {
+        s.debitTubes.push(t);
+      } else {
+        t.blindReserves++;
+        s.blindTubes.push(t);
+      }
+    }
+  }
+
+  /** The reserve is over (a job, nothing, or its connection gone). */
+  private settle(s: Session): void {
+    s.debitTubes.length = 0;
+    for (const t of s.blindTubes) t.blindReserves--;
+    s.blindTubes.length = 0;
+  }
+
   /** Nothing ready for `s` right now. */
   private none(s: Session): void {
     s.attempting = false;
+    this.settle(s);
     if (s.closed) return;
     for (const t of s.watch.items) {
       if (t.readyEpoch > s.attemptEpoch) {

@@ -75,6 +75,13 @@ export class Tube<W extends Waiter = Waiter> {
   readyEpoch = 0;
   /** The default tube is never freed (beanstalkd holds a reference to it for ever). */
   pinned = false;
+  /** ReadyCounts' lower bound of its reservable ready jobs, valid under countEpoch. */
+  readyCount = 0;
+  countEpoch = 0;
+  /** The end of its last pause (ms), as the main thread sent it. */
+  pausedUntilMs = 0;
+  /** Reserves in flight on it that hold no ReadyCounts count of it. */
+  blindReserves = 0;
 
   constructor(name: string, id: number, shard: number) {
     this.name = name;

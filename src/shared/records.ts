@@ -123,7 +123,7 @@ export const WQ_DONE_DUPLICATE = 2;
 export const REPLY_FLAG_UNLOGGED = 5;
 
 export const E_READY = 64; //     a = tube that gained ready jobs by the clock (delay end, TTR end, unpause)
-export const E_TIMED_OUT = 65; // conn, id: a reservation ran out of time and went back to ready
+export const E_TIMED_OUT = 65; // conn, a = tube, id: a reservation ran out of time and went back to ready
 
 export const E_WQ_READY = 66; //  a = workq queue that gained ready jobs by the clock (schedule time, TTR requeue)
 export const E_WQ_DONE = 67; //   id: a workq job got its result by the clock (attempts used up at a TTR end)

@@ -28,6 +28,39 @@ describe.each(targets())('$name: reserve', (target) => {
     await c.ask('reserve-with-timeout 0', 'TIMED_OUT\r\n');
   });
 
+  it('pipelined put / reserve / delete on one connection: replies in order, each reserve sees only what came before it', async (ctx) => {
+    // shardstalk sends a reserve that is certain to find a job without holding back the
+    // commands after it; what it answers must not change.
+    const f = await fixture(target, ctx);
+    const c = await f.conn();
+    let script = '';
+    for (let i = 0; i < 20; i++) script += putCmd(`j${i}`, 20 - i);
+    for (let i = 0; i < 20; i++) script += 'reserve-with-timeout 0\r\n' + putCmd(`k${i}`, 0);
+    script += 'reserve-with-timeout 0\r\n'.repeat(25);
+    await c.send(script);
+    for (let i = 1; i <= 20; i++) expect(await c.readReply()).toBe(`INSERTED ${i}\r\n`);
+    // Each reserve takes the most urgent job put before it: the k job just before, else the
+    // least urgent-numbered j (j19 has pri 1).
+    const got: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      got.push((await c.readReply()).split('\r\n')[1]);
+      expect(await c.readReply()).toBe(`INSERTED ${21 + i}\r\n`);
+    }
+    expect(got).toEqual(['j19', ...Array.from({ length: 19 }, (_, i) => `k${i}`)]);
+    const rest: string[] = [];
+    for (let i = 0; i < 25; i++) rest.push((await c.readReply()).split('\r\n')[0].split(' ')[0] === 'RESERVED' ? 'job' : 'none');
+    expect(rest).toEqual([...Array(20).fill('job'), ...Array(5).fill('none')]);
+  });
+
+  it('a reserve that must wait holds back the put after it (TIMED_OUT, then INSERTED)', async (ctx) => {
+    const f = await fixture(target, ctx);
+    const c = await f.conn();
+    await c.send('reserve-with-timeout 1\r\n' + putCmd('late') + 'reserve-with-timeout 0\r\n');
+    expect(await c.readReply(4000)).toBe('TIMED_OUT\r\n');
+    expect(await c.readReply()).toBe('INSERTED 1\r\n');
+    expect(await c.readReply()).toBe('RESERVED 1 4\r\nlate\r\n');
+  });
+
   it('takes the globally most urgent job across many watched tubes', async (ctx) => {
     const f = await fixture(target, ctx);
     const p = await f.conn();

@@ -3,6 +3,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { Coordinator } from '../../src/route/coordinator.ts';
+import { ReadyCounts } from '../../src/route/readycount.ts';
 import { K_PEEK_BEST, K_RESERVE_IF_READY } from '../../src/proto/beanstalk/kinds.ts';
 import { HEADER_BYTES, OP_PEEK_BEST, OP_RESERVE_BOUNDED, R_BEST, R_NONE, RecordWriter } from '../../src/shared/records.ts';
 
@@ -23,6 +24,7 @@ function setup(shardTubes: number[][]) {
       },
     },
     tubes: { get: () => undefined },
+    readyCounts: new ReadyCounts(shardTubes.length),
     waitingCount: 0,
     flushSoon() {},
   };
@@ -31,6 +33,8 @@ function setup(shardTubes: number[][]) {
     connId: 7,
     closed: false,
     watch: { items: [] as unknown[] },
+    debitTubes: [] as unknown[],
+    blindTubes: [] as unknown[],
     tubesByShard: () => ({ shards, tubes: shardTubes }),
     reserveTimeoutSec: 0,
     halfClosed: false,

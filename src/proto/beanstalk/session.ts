@@ -17,7 +17,7 @@ import type { Tube } from '../../route/tubes.ts';
 import { Ms } from '../../route/tubes.ts';
 import {
   HEADER_BYTES, OP_BURY, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED,
-  OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE_JOB, OP_STATS_JOB, OP_STATS_TUBE,
+  OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE, OP_RESERVE_JOB, OP_STATS_JOB, OP_STATS_TUBE,
   OP_TOTALS, OP_TOUCH, R_JOB, R_NONE, R_NUMS,
 } from '../../shared/records.ts';
 import {
@@ -27,7 +27,7 @@ import {
   CMD_STATS, CMD_STATS_JOB, CMD_STATS_TUBE, CMD_TOUCH, CMD_USE, CMD_WATCH,
 } from './commands.ts';
 import {
-  K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_RELEASE, K_RESERVE_JOB,
+  K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_RELEASE, K_RESERVE_JOB, K_RESERVE_SPEC,
   K_STATS_JOB, K_STATS_TUBE, K_TOTALS, K_TOUCH,
 } from './kinds.ts';
 import { Parser, type ParserSink } from './parser.ts';
@@ -100,6 +100,10 @@ export class Session extends Connection implements ParserSink {
   /** The best candidate of the other shards: the winner's shard must still beat it. */
   boundId = 0;
   boundPri = 0;
+  /** Tubes this reserve took a ReadyCounts count of. */
+  readonly debitTubes: Tube<Session>[] = [];
+  /** Watched tubes it holds no count of while in flight (their blindReserves). */
+  readonly blindTubes: Tube<Session>[] = [];
   // Watched tubes grouped by shard, rebuilt after watch/ignore.
   private shardTubes: number[][] | null = null;
   private shardList: number[] = [];
@@ -188,6 +192,8 @@ export class Session extends Connection implements ParserSink {
     w.u32(p.ttrSec);
     w.bytes(buf, start, end);
     this.sent();
+    // Ready in its shard before any reserve sent from now on reaches it.
+    if (p.delaySec === 0) hub.readyCounts.add(tube, 1);
     if (early) this.complete(seq, Buffer.from(`INSERTED ${id}\r\n`, 'latin1'));
     return this.blocked === 0;
   }
@@ -212,6 +218,7 @@ export class Session extends Connection implements ParserSink {
           this.isWorker = true;
           hub.workers++;
         }
+        if (this.reserveCertain()) return;
         this.reserveTimeoutSec = cmd === CMD_RESERVE ? -1 : p.timeoutSec;
         this.reserveSeq = this.nextSeq();
         this.block(B_RESERVE);
@@ -332,6 +339,7 @@ export class Session extends Connection implements ParserSink {
         }
         const w = hub.pool.request(t.shard, K_PAUSE, this, this.nextSeq());
         w.header(OP_PAUSE_TUBE, 0, this.connId, t.id, p.delaySec, 0, 0);
+        t.pausedUntilMs = Date.now() + p.delaySec * 1000;
         this.sent();
         return;
       }
@@ -373,6 +381,25 @@ export class Session extends Connection implements ParserSink {
     return true;
   }
 
+  /**
+   * A reserve on one tube that certainly has a ready job (ReadyCounts) and nobody waiting for it:
+   * sent without holding the parser, so the commands after it follow it to the shards at once.
+   * Nothing else can tell it apart: it reaches its shard after everything sent before it and
+   * before everything sent after, and it cannot have to wait or answer DEADLINE_SOON.
+   */
+  private reserveCertain(): boolean {
+    if (this.watch.len !== 1) return false;
+    const t = this.watch.items[0];
+    const counts = this.hub.readyCounts;
+    if (t.waiting.len > 0 || !counts.certain(t, Date.now())) return false;
+    counts.take(t);
+    const w = this.hub.pool.request(t.shard, K_RESERVE_SPEC, this, this.nextSeq());
+    w.header(OP_RESERVE, 4, this.connId, 1, 0, 0, 0);
+    w.u32(t.id);
+    this.sent();
+    return true;
+  }
+
   /** A command about one job: route it to the job's shard, or NOT_FOUND if no shard has it. */
   private byId(op: number, kind: number, id: number, b: number, c: number): boolean {
     const shard = this.hub.jobMap.get(id);
@@ -380,6 +407,8 @@ export class Session extends Connection implements ParserSink {
       this.answer(REPLY_NOT_FOUND);
       return false;
     }
+    // A delete or reserve-job may take a ready job from some tube of that shard.
+    if ((op === OP_DELETE && this.resIds.indexOf(id) === -1) || op === OP_RESERVE_JOB) this.hub.readyCounts.reset(shard);
     const w = this.hub.pool.request(shard, kind, this, this.nextSeq());
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();

@@ -1,0 +1,150 @@
+// Reserves sent without holding the parser (ReadyCounts says a job is certainly ready) must
+// never find nothing: seeded random pipelines of every command that adds or removes ready jobs,
+// over several connections and tubes, then the server's own count of misses must be 0. The
+// byte-exact behaviour of such pipelines against beanstalkd is in test/protocol/reserve.test.ts
+// and the conformance sessions; this is the stress test of the counting.
+
+import { afterEach, describe, expect, it } from 'vitest';
+import { startServer, type RunningServer } from '../../src/server.ts';
+import { connect, type Client } from '../support/client.ts';
+import { mulberry32 } from '../support/prng.ts';
+
+const servers: RunningServer[] = [];
+const clients: Client[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.destroy();
+  for (const s of servers.splice(0)) await s.close();
+});
+
+const TUBES = ['a', 'b', 'c'];
+
+async function session(port: number, seed: number, rounds: number): Promise<number> {
+  const rand = mulberry32(seed);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
+  const c = await connect(port);
+  clients.push(c);
+  const held: number[] = [];
+  const putIds: number[] = []; // jobs this session put: deleting one it does not hold likely takes a ready job
+  let reserved = 0;
+  const someJob = (): number => (putIds.length > 0 && rand() < 0.8 ? pick(putIds) : 1 + Math.floor(rand() * 300));
+  // Mostly one watched tube (the case that may skip the wait), sometimes two.
+  let cur = pick(TUBES);
+  let extra: string | null = null;
+  await c.send(`watch ${cur}\r\nignore default\r\n`);
+  await c.readReply();
+  await c.readReply();
+  for (let round = 0; round < rounds; round++) {
+    // A pipelined batch of commands, then every reply.
+    const cmds: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const r = rand();
+      if (r < 0.3) {
+        const delay = rand() < 0.85 ? 0 : 1;
+        const tube = rand() < 0.7 ? cur : pick(TUBES);
+        cmds.push(`use ${tube}\r\nput ${Math.floor(rand() * 3)} ${delay} 1 1\r\nx`);
+      } else if (r < 0.6) {
+        cmds.push('reserve-with-timeout 0');
+      } else if (r < 0.68 && held.length > 0) {
+        cmds.push(`delete ${held.pop()}`);
+      } else if (r < 0.73 && held.length > 0) {
+        cmds.push(`release ${held.pop()} 0 ${rand() < 0.7 ? 0 : 1}`);
+      } else if (r < 0.76 && held.length > 0) {
+        cmds.push(`bury ${held.pop()} 0`);
+      } else if (r < 0.79) {
+        cmds.push(`use ${pick(TUBES)}\r\nkick ${1 + Math.floor(rand() * 3)}`);
+      } else if (r < 0.84) {
+        // Somebody else's job, or nobody's: may take a ready job the main thread cannot place.
+        cmds.push(`delete ${someJob()}`);
+      } else if (r < 0.87) {
+        cmds.push(`reserve-job ${someJob()}`);
+      } else if (r < 0.9) {
+        cmds.push(`kick-job ${someJob()}`);
+      } else if (r < 0.94) {
+        const next = pick(TUBES);
+        cmds.push(`watch ${next}\r\nignore ${cur}`);
+        if (next !== cur) {
+          if (extra === next) extra = null;
+          cur = next;
+        }
+      } else if (r < 0.96) {
+        if (extra === null) {
+          extra = pick(TUBES.filter((t) => t !== cur));
+          cmds.push(`watch ${extra}`);
+        } else {
+          cmds.push(`ignore ${extra}`);
+          extra = null;
+        }
+      } else {
+        cmds.push(`pause-tube ${pick(TUBES)} ${rand() < 0.6 ? 0 : 1}`);
+      }
+    }
+    // Lines joined by \r\n inside one entry (use + put, watch + ignore) get one reply each.
+    const expected = cmds.reduce((n, cmd) => n + (cmd.startsWith('use ') || cmd.startsWith('watch ') && cmd.includes('ignore') ? 2 : 1), 0);
+    await c.send(cmds.join('\r\n') + '\r\n');
+    for (let i = 0; i < expected; i++) {
+      const reply = await c.readReply(5000);
+      const m = /^RESERVED (\d+) /.exec(reply);
+      if (m) {
+        held.push(Number(m[1]));
+        reserved++;
+      }
+      const ins = /^INSERTED (\d+)/.exec(reply);
+      if (ins) {
+        putIds.push(Number(ins[1]));
+        if (putIds.length > 20) putIds.shift();
+      }
+    }
+  }
+  return reserved;
+}
+
+describe.each([1, 4])('certain reserves, %i shard(s)', (shards) => {
+  it('never miss under random pipelines of every ready-changing command (seeded)', async () => {
+    const server = await startServer({ port: 0, shards, logLevel: 'silent' });
+    servers.push(server);
+    const seed = Number(process.env.SEED ?? 20261122);
+    const got = await Promise.all([0, 1, 2, 3].map((k) => session(server.port, seed + k, 60)));
+    expect(got.reduce((a, b) => a + b, 0), 'the sessions reserved jobs at all').toBeGreaterThan(50);
+    expect(server.hub.certainMisses, `seed ${seed}`).toBe(0);
+  }, 60_000);
+});
+
+describe.each([1, 4])('certain reserves, %i shard(s): what makes a count wrong', (shards) => {
+  async function setup() {
+    const server = await startServer({ port: 0, shards, logLevel: 'silent' });
+    servers.push(server);
+    const [a, b] = [await connect(server.port), await connect(server.port)];
+    clients.push(a, b);
+    expect(await a.request('watch t')).toBe('WATCHING 2\r\n');
+    expect(await a.request('ignore default')).toBe('WATCHING 1\r\n');
+    expect(await b.request('use t')).toBe('USING t\r\n');
+    return { server, a, b };
+  }
+
+  it('a ready job deleted by id by another connection is not reserved as certain', async () => {
+    const { server, a, b } = await setup();
+    expect(await b.request('put 0 0 60 1\r\nx')).toBe('INSERTED 1\r\n');
+    expect(await b.request('delete 1')).toBe('DELETED\r\n');
+    expect(await a.request('reserve-with-timeout 0')).toBe('TIMED_OUT\r\n');
+    expect(server.hub.certainMisses).toBe(0);
+  });
+
+  it('a ready job taken by reserve-job is not reserved as certain', async () => {
+    const { server, a, b } = await setup();
+    expect(await b.request('put 0 0 60 1\r\nx')).toBe('INSERTED 1\r\n');
+    expect(await b.request('reserve-job 1')).toBe('RESERVED 1 1\r\nx\r\n');
+    expect(await a.request('reserve-with-timeout 0')).toBe('TIMED_OUT\r\n');
+    expect(server.hub.certainMisses).toBe(0);
+  });
+
+  it('a pipelined cycle on one connection: every reserve certain, every reply in order', async () => {
+    const { server, a } = await setup();
+    await a.send('use t\r\n' + 'put 0 0 60 1\r\nx\r\nreserve-with-timeout 0\r\n'.repeat(50));
+    expect(await a.readReply()).toBe('USING t\r\n');
+    for (let i = 1; i <= 50; i++) {
+      expect(await a.readReply()).toBe(`INSERTED ${i}\r\n`);
+      expect(await a.readReply()).toBe(`RESERVED ${i} 1\r\nx\r\n`);
+    }
+    expect(server.hub.certainMisses).toBe(0);
+  });
+});

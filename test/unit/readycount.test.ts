@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { ReadyCounts, UNPAUSE_MARGIN_MS } from '../../src/route/readycount.ts';
+import { Tube } from '../../src/route/tubes.ts';
+
+describe('ReadyCounts', () => {
+  it('counts and takes; a reserve takes only what is there', () => {
+    const c = new ReadyCounts(2);
+    const t = new Tube('a', 1, 0);
+    expect(c.of(t)).toBe(0);
+    expect(c.take(t)).toBe(false);
+    c.add(t, 2);
+    expect([c.take(t), c.take(t), c.take(t)]).toEqual([true, true, false]);
+    expect(c.of(t)).toBe(0);
+  });
+
+  it('a late addition counts less the blind reserves in flight on the tube', () => {
+    const c = new ReadyCounts(1);
+    const t = new Tube('a', 1, 0);
+    t.blindReserves = 2;
+    c.addLate(t, 1);
+    expect(c.of(t)).toBe(0);
+    c.addLate(t, 5);
+    expect(c.of(t)).toBe(3);
+    c.add(t, 1); // a put: exact whatever is in flight
+    expect(c.of(t)).toBe(4);
+  });
+
+  it('a reset of the shard forgets its tubes only', () => {
+    const c = new ReadyCounts(2);
+    const a = new Tube('a', 1, 0);
+    const b = new Tube('b', 2, 1);
+    c.add(a, 3);
+    c.add(b, 3);
+    c.reset(0);
+    expect(c.of(a)).toBe(0);
+    expect(c.of(b)).toBe(3);
+    c.add(a, 1);
+    expect(c.of(a)).toBe(1);
+  });
+
+  it('a paused tube is not certain until a margin after its pause ends', () => {
+    const c = new ReadyCounts(1);
+    const t = new Tube('a', 1, 0);
+    c.add(t, 1);
+    expect(c.certain(t, 1000)).toBe(true);
+    t.pausedUntilMs = 5000;
+    expect(c.certain(t, 5000)).toBe(false);
+    expect(c.certain(t, 5000 + UNPAUSE_MARGIN_MS - 1)).toBe(false);
+    expect(c.certain(t, 5000 + UNPAUSE_MARGIN_MS)).toBe(true);
+  });
+});
