@@ -4,6 +4,9 @@
 //
 // A command takes a numbered reply slot (`nextSeq`); its reply fills the slot (`complete`) when
 // it is known — at once, or when a shard answers — and replies leave strictly in slot order.
+// Replies that can leave now are copied into the connection's output bytes (`acc`) rather than
+// kept as one Buffer each, and the commonest ones (INSERTED, RESERVED) are written straight
+// into it: no object per reply on the pipelined paths.
 // Reasons to stop parsing are bits (`block` / `unblock`): this class owns B_PENDING, B_OUTPUT and
 // B_QUIT; subclasses use the other bits for their own reasons (a blocking command, a barrier).
 //
@@ -44,6 +47,49 @@ export const OUTPUT_BUFFERED_MAX = 1024 * 1024;
  */
 export const INPUT_BUFFERED_MAX = 1024 * 1024;
 
+/**
+ * Replies up to this size are copied into the connection's output bytes; longer ones (job bodies)
+ * are queued as they are, so a big body is copied once, by the socket.
+ */
+export const COPY_REPLY_MAX = 1024;
+/** Output bytes one connection keeps between turns; a turn that needed more gives them back. */
+const ACC_KEEP_MAX = 16 * 1024;
+const ACC_MIN = 256;
+const EMPTY = Buffer.alloc(0);
+
+const INSERTED_ = Buffer.from('INSERTED ', 'latin1');
+
+/** `<word> <id> <bytes>\r\n<body>\r\n` as one Buffer, with one copy of the body. */
+function jobBuffer(word: Buffer, id: number, body: Uint8Array, start: number, end: number): Buffer {
+  const n = end - start;
+  const out = Buffer.allocUnsafe(word.length + 48 + n);
+  out.set(word, 0);
+  let p = writeDecimal(out, word.length, id);
+  out[p++] = 32;
+  p = writeDecimal(out, p, n);
+  out[p++] = 13;
+  out[p++] = 10;
+  out.set(body.subarray(start, end), p);
+  p += n;
+  out[p++] = 13;
+  out[p++] = 10;
+  return out.subarray(0, p);
+}
+
+/** Writes the decimal digits of a non-negative safe integer at `pos`; returns the end. */
+export function writeDecimal(buf: Uint8Array, pos: number, n: number): number {
+  let digits = 1;
+  for (let t = n; t >= 10; t = Math.floor(t / 10)) digits++;
+  let i = pos + digits;
+  const end = i;
+  do {
+    const q = Math.floor(n / 10);
+    buf[--i] = 48 + (n - q * 10);
+    n = q;
+  } while (n > 0);
+  return end;
+}
+
 export const B_PENDING = 4; // too many replies outstanding
 export const B_OUTPUT = 8; //  the peer is not reading
 export const B_QUIT = 16; //   close once every reply is out
@@ -62,7 +108,9 @@ export abstract class Connection {
   private slots: (Buffer | undefined)[] = new Array(64);
   protected slotHead = 0; // seq of the oldest reply not yet sent
   protected slotNext = 0; // seq of the next command
-  private out: Buffer[] = [];
+  private out: Buffer[] = []; // sealed output of this turn, in order, before acc
+  private acc: Buffer = EMPTY; // output bytes of this turn after `out`
+  private accLen = 0;
   private outBytes = 0;
   private dirty = false;
   protected blocked = 0;
@@ -132,6 +180,55 @@ export abstract class Connection {
       return;
     }
     this.emit(reply);
+    this.advance();
+  }
+
+  /** `INSERTED <id>` for command `seq`, written straight into the output when it can leave now. */
+  protected completeInserted(seq: number, id: number): void {
+    if (this.closed || seq < 0) return;
+    if (seq !== this.slotHead) {
+      this.slots[seq % this.slots.length] = Buffer.from(`INSERTED ${id}\r\n`, 'latin1');
+      return;
+    }
+    const at = this.room(32);
+    const acc = this.acc;
+    acc.set(INSERTED_, at);
+    let end = writeDecimal(acc, at + INSERTED_.length, id);
+    acc[end++] = 13;
+    acc[end++] = 10;
+    this.wrote(end - at);
+    this.advance();
+  }
+
+  /**
+   * `<word> <id> <bytes>\r\n<body>\r\n` (RESERVED, FOUND) for command `seq`: written straight into
+   * the output when it can leave now and is small, one Buffer otherwise.
+   */
+  protected completeJob(seq: number, word: Buffer, id: number, body: Uint8Array, start: number, end: number): void {
+    if (this.closed || seq < 0) return;
+    const n = end - start;
+    if (seq !== this.slotHead || n > COPY_REPLY_MAX) {
+      this.complete(seq, jobBuffer(word, id, body, start, end));
+      return;
+    }
+    const at = this.room(word.length + 48 + n);
+    const acc = this.acc;
+    acc.set(word, at);
+    let p = writeDecimal(acc, at + word.length, id);
+    acc[p++] = 32;
+    p = writeDecimal(acc, p, n);
+    acc[p++] = 13;
+    acc[p++] = 10;
+    acc.set(body.subarray(start, end), p);
+    p += n;
+    acc[p++] = 13;
+    acc[p++] = 10;
+    this.wrote(p - at);
+    this.advance();
+  }
+
+  /** The head reply went out: send every later one that is ready, then lift what it allows. */
+  private advance(): void {
     this.slotHead++;
     for (;;) {
       const i = this.slotHead % this.slots.length;
@@ -155,8 +252,39 @@ export abstract class Connection {
   }
 
   private emit(reply: Buffer): void {
-    this.out.push(reply);
-    this.outBytes += reply.length;
+    const n = reply.length;
+    if (n <= COPY_REPLY_MAX) {
+      const at = this.room(n); // first: it may replace acc
+      this.acc.set(reply, at);
+      this.accLen += n;
+    } else {
+      this.seal();
+      this.out.push(reply);
+    }
+    this.counted(n);
+  }
+
+  /** Offset in `acc` where `n` more bytes fit (grows it, keeping what it holds). */
+  private room(n: number): number {
+    const need = this.accLen + n;
+    if (need > this.acc.length) {
+      let size = Math.max(ACC_MIN, this.acc.length * 2);
+      while (size < need) size *= 2;
+      const bigger = Buffer.allocUnsafeSlow(size);
+      this.acc.copy(bigger, 0, 0, this.accLen);
+      this.acc = bigger;
+    }
+    return this.accLen;
+  }
+
+  /** `n` bytes were written at the end of `acc`. */
+  private wrote(n: number): void {
+    this.accLen += n;
+    this.counted(n);
+  }
+
+  private counted(n: number): void {
+    this.outBytes += n;
     if (this.outBytes > OUTPUT_BUFFERED_MAX && (this.blocked & B_OUTPUT) === 0) this.block(B_OUTPUT);
     if (!this.dirty) {
       this.dirty = true;
@@ -164,10 +292,21 @@ export abstract class Connection {
     }
   }
 
+  /** Moves the bytes in `acc` into `out` as a Buffer of their own (acc is reused). */
+  private seal(): void {
+    if (this.accLen === 0) return;
+    const b = Buffer.allocUnsafe(this.accLen);
+    this.acc.copy(b, 0, 0, this.accLen);
+    this.out.push(b);
+    this.accLen = 0;
+  }
+
   /** Writes what this turn produced with one write call. */
   flush(): void {
     this.dirty = false;
-    if (this.closed || this.out.length === 0) return;
+    if (this.closed || (this.out.length === 0 && this.accLen === 0)) return;
+    this.seal();
+    if (this.acc.length > ACC_KEEP_MAX) this.acc = EMPTY;
     const data = this.out.length === 1 ? this.out[0] : Buffer.concat(this.out);
     this.out = [];
     this.outBytes = 0;

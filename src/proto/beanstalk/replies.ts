@@ -20,6 +20,9 @@ export const REPLY_TOUCHED = b('TOUCHED\r\n');
 export const REPLY_NOT_IGNORED = b('NOT_IGNORED\r\n');
 export const REPLY_PAUSED = b('PAUSED\r\n');
 export const CRLF = b('\r\n');
+/** Reply words followed by a job (`completeJob`). */
+export const RESERVED_ = b('RESERVED ');
+export const FOUND_ = b('FOUND ');
 
 /** A YAML document reply (`OK <bytes>\r\n<yaml>\r\n`), as stats and list commands send it. */
 export function okYaml(yaml: string): Buffer {
@@ -28,17 +31,6 @@ export function okYaml(yaml: string): Buffer {
   const out = Buffer.allocUnsafe(head.length + body.length + 2);
   out.write(head, 0, 'latin1');
   body.copy(out, head.length);
-  out[out.length - 2] = 13;
-  out[out.length - 1] = 10;
-  return out;
-}
-
-/** `<word> <id> <bytes>\r\n<body>\r\n` for RESERVED and FOUND, one Buffer, one copy of the body. */
-export function jobReply(word: string, id: number, body: Uint8Array, start: number, end: number): Buffer {
-  const head = `${word} ${id} ${end - start}\r\n`;
-  const out = Buffer.allocUnsafe(head.length + (end - start) + 2);
-  out.write(head, 0, 'latin1');
-  out.set(body.subarray(start, end), head.length);
   out[out.length - 2] = 13;
   out[out.length - 1] = 10;
   return out;

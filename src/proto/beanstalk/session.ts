@@ -32,7 +32,7 @@ import {
 } from './kinds.ts';
 import { Parser, type ParserSink } from './parser.ts';
 import {
-  jobReply, okYaml, REPLY_BURIED, REPLY_INTERNAL_ERROR, REPLY_OUT_OF_MEMORY, REPLY_DELETED, REPLY_DRAINING,
+  okYaml, FOUND_, RESERVED_, REPLY_BURIED, REPLY_INTERNAL_ERROR, REPLY_OUT_OF_MEMORY, REPLY_DELETED, REPLY_DRAINING,
   REPLY_KICKED, REPLY_NOT_FOUND, REPLY_NOT_IGNORED, REPLY_PAUSED, REPLY_RELEASED,
   REPLY_TIMED_OUT, REPLY_TOUCHED, yamlList,
 } from './replies.ts';
@@ -194,7 +194,7 @@ export class Session extends Connection implements ParserSink {
     this.sent();
     // Ready in its shard before any reserve sent from now on reaches it.
     if (p.delaySec === 0) hub.readyCounts.add(tube, 1);
-    if (early) this.complete(seq, Buffer.from(`INSERTED ${id}\r\n`, 'latin1'));
+    if (early) this.completeInserted(seq, id);
     return this.blocked === 0;
   }
 
@@ -420,7 +420,7 @@ export class Session extends Connection implements ParserSink {
   onPut(seq: number, id: number): void {
     // beanstalkd answers OUT_OF_MEMORY when it cannot reserve log space for a put.
     if (this.unlogged) this.complete(seq, REPLY_OUT_OF_MEMORY);
-    else this.complete(seq, Buffer.from(`INSERTED ${id}\r\n`, 'latin1'));
+    else this.completeInserted(seq, id);
   }
 
   onSimple(seq: number, kind: number, found: boolean, n: number): void {
@@ -464,7 +464,7 @@ export class Session extends Connection implements ParserSink {
     }
     const len = buf.readUInt32LE(at);
     const id = buf.readDoubleLE(at + 24);
-    this.complete(seq, jobReply('FOUND', id, buf, at + HEADER_BYTES + 8, at + len));
+    this.completeJob(seq, FOUND_, id, buf, at + HEADER_BYTES + 8, at + len);
   }
 
   onStatsJob(seq: number, buf: Buffer, at: number): void {
@@ -526,7 +526,7 @@ export class Session extends Connection implements ParserSink {
     const deadline = buf.readDoubleLE(at + HEADER_BYTES);
     this.resIds.push(id);
     this.resDeadlines.push(deadline);
-    this.complete(seq, jobReply('RESERVED', id, buf, at + HEADER_BYTES + 8, at + len));
+    this.completeJob(seq, RESERVED_, id, buf, at + HEADER_BYTES + 8, at + len);
   }
 
   /** Forget a job this connection held (deleted, released, buried, timed out). */
