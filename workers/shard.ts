@@ -20,6 +20,7 @@ import { makeLogger } from '../src/log.ts';
 import { Engine } from './engine/engine.ts';
 import { WorkqOps } from './workq-ops.ts';
 import { fullRecordBytes, nodeIo, Wal, WalWriteError, type WalIo } from './wal/index.ts';
+import { LoggedReplies } from './wal/logged.ts';
 
 /** The real file system, except that writes fail with ENOSPC while the test says so. */
 function faultyIo(ctrl: Int32Array): WalIo {
@@ -79,8 +80,8 @@ const wal = data.wal
 /** Tube names by id (log records name their tube). */
 const tubeNames: string[] = [];
 const img = new Float64Array(12);
-/** Offsets in `out` of this batch's replies whose change went to the log. */
-const logged: number[] = [];
+/** This batch's replies whose change went to the log. */
+const logged = new LoggedReplies(wal !== null);
 let walFailing = false;
 /** Largest job id this shard has logged or inherited; each new segment starts by recording it. */
 let maxIdLogged = data.wal?.idFloor ?? 0;
@@ -194,9 +195,9 @@ function commitLog(now: number): void {
     walFailing = true;
     // Never a success for a change that is not on disk: these replies become errors. The
     // records stay queued and are written by a later commit.
-    for (const off of logged) out.buf[off + REPLY_FLAG_UNLOGGED] = 1;
+    logged.flagAll(out.buf, REPLY_FLAG_UNLOGGED);
   }
-  logged.length = 0;
+  logged.clear();
 }
 
 function handle(buf: Buffer, at: number, now: number): void {
@@ -213,7 +214,7 @@ function handle(buf: Buffer, at: number, now: number): void {
       const bodyStart = at + HEADER_BYTES + 4;
       const state = engine.put(a, id, b, c, ttr, buf.subarray(bodyStart, at + len), now);
       logFull(id, buf, bodyStart, at + len);
-      logged.push(out.len);
+      logged.mark(out.len);
       out.header(R_OK, 0, 0, state, a, 0, id);
       return;
     }
@@ -266,7 +267,7 @@ function handle(buf: Buffer, at: number, now: number): void {
       }
       if (wal !== null) {
         wal.appendDelete(id, fullSeq, fullBytes);
-        logged.push(out.len);
+        logged.mark(out.len);
       }
       out.header(R_OK, 0, 0, 0, tube, 0, id);
       return;
@@ -279,7 +280,7 @@ function handle(buf: Buffer, at: number, now: number): void {
         return;
       }
       logUpdate(id);
-      logged.push(out.len);
+      logged.mark(out.len);
       out.header(R_OK, 0, 0, state, tube, 0, id);
       return;
     }
@@ -289,7 +290,7 @@ function handle(buf: Buffer, at: number, now: number): void {
         return;
       }
       logUpdate(id);
-      logged.push(out.len);
+      logged.mark(out.len);
       out.header(R_OK, 0, 0, 0, 0, 0, id);
       return;
     case OP_TOUCH:
@@ -304,7 +305,7 @@ function handle(buf: Buffer, at: number, now: number): void {
       const n = engine.kick(a, b, now);
       const kicked = engine.lastKicked;
       for (let i = 0; i < kicked.length; i++) logUpdate(kicked[i]);
-      if (n > 0) logged.push(out.len);
+      if (n > 0) logged.mark(out.len);
       out.header(R_OK, 0, 0, n, a, 0, 0);
       return;
     }
@@ -314,7 +315,7 @@ function handle(buf: Buffer, at: number, now: number): void {
         return;
       }
       logUpdate(id);
-      logged.push(out.len);
+      logged.mark(out.len);
       out.header(R_OK, 0, 0, 0, engine.tubeOf(id), 0, id);
       return;
     case OP_PEEK:

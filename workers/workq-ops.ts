@@ -15,6 +15,7 @@ import {
   WQ_ADD_FIXED, WQ_INFO_FIELDS, WQ_INFO_BYTES, WQ_RESTORE_FIXED,
 } from '../src/shared/records.ts';
 import type { Wal } from './wal/index.ts';
+import type { LoggedReplies } from './wal/logged.ts';
 import { WQ_COMPLETED, WQ_FAILED, WQ_LEASED, WorkqStore, type WorkqEvents } from './engine/workq.ts';
 
 export class WorkqOps {
@@ -25,13 +26,13 @@ export class WorkqOps {
   private readonly img = new Float64Array(10);
   private readonly wal: Wal | null;
   /** Offsets in `out` of replies whose change went to the log (the shard marks them if the write fails). */
-  private readonly logged: number[];
+  private readonly logged: LoggedReplies;
   /** Queue names by id: log records name their queue. */
   private readonly queueNames: string[] = [];
   /** Events of the clock and of leases, written straight into the batch's output. */
   readonly events: WorkqEvents;
 
-  constructor(out: RecordWriter, wal: Wal | null, logged: number[]) {
+  constructor(out: RecordWriter, wal: Wal | null, logged: LoggedReplies) {
     this.out = out;
     this.wal = wal;
     this.logged = logged;
@@ -91,7 +92,7 @@ export class WorkqOps {
 
   /** This reply's change is in the log's pending batch. */
   private noteLogged(): void {
-    if (this.wal !== null) this.logged.push(this.out.len);
+    this.logged.mark(this.out.len);
   }
 
   /** Compaction: moves up to `limit` live jobs out of segment `seq`; returns the next cursor (-1: done). */
