@@ -42,6 +42,7 @@ export interface HubConfig {
   shards: number;
   jobSizeMax: number;
   ringBytes?: number;
+  backlogBytes?: number;
   wal?: WalConfig;
   /** For the shard threads' own loggers. */
   logLevel?: string;
@@ -91,7 +92,7 @@ export class Hub {
     this.coordinator = new Coordinator(this);
     this.readyCounts = new ReadyCounts(config.shards);
     this.pool = new ShardPool<Session | WorkqSession>(
-      { shards: config.shards, ringBytes: config.ringBytes, workerData: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults } },
+      { shards: config.shards, ringBytes: config.ringBytes, backlogBytes: config.backlogBytes, workerData: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults } },
       {
         reply: (shard, kind, session, seq, buf, at) =>
           kind >= K_WQ_FIRST
@@ -176,6 +177,14 @@ export class Hub {
   markDirty(s: { flush(): void }): void {
     this.dirty.push(s);
     this.flushSoon();
+  }
+
+  backlogFull(): boolean {
+    return this.pool.backlogFull();
+  }
+
+  waitForRoom(c: { roomAgain(): void }): void {
+    this.pool.waitForRoom(c);
   }
 
   flushSoon(): void {

@@ -42,6 +42,10 @@ export interface ServerOptions {
   binlogSkipCorrupt?: boolean;
   /** Test hook: Int32 word 0 = how many coming log writes fail with ENOSPC. */
   walFaults?: SharedArrayBuffer;
+  /** Bytes of each main↔shard ring (default RING_BYTES_DEFAULT). */
+  ringBytes?: number;
+  /** Request bytes queued per shard before connections stop parsing (default BACKLOG_BYTES_DEFAULT). */
+  backlogBytes?: number;
   /** Also serve the workq protocol on this address (the command line's default is 127.0.0.1:9922; here, off unless given). */
   workq?: { host: string; port: number } | null;
   /** When the workq address cannot be bound (the default port taken), warn and serve beanstalk only. */
@@ -95,7 +99,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     };
   }
 
-  const hub = new Hub({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel, walFaults: opts.walFaults });
+  const hub = new Hub({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel, walFaults: opts.walFaults, ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes });
   hub.onCertainMiss = (conn) => {
     // A reserve sent as certain found nothing: ReadyCounts over-counted. The client got
     // TIMED_OUT; report it so the bug is seen.

@@ -7,8 +7,9 @@
 // Replies that can leave now are copied into the connection's output bytes (`acc`) rather than
 // kept as one Buffer each, and the commonest ones (INSERTED, RESERVED) are written straight
 // into it: no object per reply on the pipelined paths.
-// Reasons to stop parsing are bits (`block` / `unblock`): this class owns B_PENDING, B_OUTPUT and
-// B_QUIT; subclasses use the other bits for their own reasons (a blocking command, a barrier).
+// Reasons to stop parsing are bits (`block` / `unblock`): this class owns B_PENDING, B_OUTPUT,
+// B_QUIT and B_BACKLOG; subclasses use the other bits for their own reasons (a blocking command,
+// a barrier).
 //
 // Nothing here knows about sockets or threads: the transport is an interface, so a connection
 // can run on any thread that owns the socket.
@@ -26,10 +27,15 @@ export interface Transport {
   bufferedOut(): number;
 }
 
-/** Batches output: a connection with new replies is flushed once at the end of the turn. */
-export interface OutputScheduler {
+/** What a connection needs of the thread that runs it. */
+export interface ConnectionHost {
+  /** Batches output: a connection with new replies is flushed once at the end of the turn. */
   markDirty(c: { flush(): void }): void;
   flushSoon(): void;
+  /** The requests queued for the shards are over their limit: stop parsing. */
+  backlogFull(): boolean;
+  /** Call `c.roomAgain()` once the queues to the shards have drained enough. */
+  waitForRoom(c: { roomAgain(): void }): void;
 }
 
 /**
@@ -93,6 +99,7 @@ export function writeDecimal(buf: Uint8Array, pos: number, n: number): number {
 export const B_PENDING = 4; // too many replies outstanding
 export const B_OUTPUT = 8; //  the peer is not reading
 export const B_QUIT = 16; //   close once every reply is out
+export const B_BACKLOG = 128; // the queues to the shards are full (see ConnectionHost.backlogFull)
 
 export abstract class Connection {
   readonly connId: number;
@@ -102,7 +109,7 @@ export abstract class Connection {
   halfClosed = false;
 
   protected abstract readonly parser: StreamParser;
-  private readonly scheduler: OutputScheduler;
+  private readonly scheduler: ConnectionHost;
 
   // Replies in command order: slot seq lives at seq % slots.length.
   private slots: (Buffer | undefined)[] = new Array(64);
@@ -116,7 +123,7 @@ export abstract class Connection {
   protected blocked = 0;
   private readingPaused = false;
 
-  constructor(scheduler: OutputScheduler, connId: number, transport: Transport) {
+  constructor(scheduler: ConnectionHost, connId: number, transport: Transport) {
     this.scheduler = scheduler;
     this.connId = connId;
     this.transport = transport;
@@ -150,6 +157,22 @@ export abstract class Connection {
       }
       if (this.halfClosed) this.maybeFinish();
     }
+  }
+
+  /**
+   * A request went to a shard: while the queues to the shards are over their limit, parse no
+   * more (a shard that falls behind pushes back on the clients instead of piling up here).
+   */
+  protected requested(): void {
+    if ((this.blocked & B_BACKLOG) === 0 && this.scheduler.backlogFull()) {
+      this.block(B_BACKLOG);
+      this.scheduler.waitForRoom(this);
+    }
+  }
+
+  /** The queues to the shards drained: parse again. */
+  roomAgain(): void {
+    this.unblock(B_BACKLOG);
   }
 
   /** The transport drained: read commands again. */

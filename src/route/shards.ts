@@ -14,6 +14,14 @@ import { Ring } from '../shared/ring.ts';
 /** Bytes of each ring. Large enough that a burst of 64 KiB puts from many connections rarely waits. */
 export const RING_BYTES_DEFAULT = 8 * 1024 * 1024;
 
+/**
+ * Request bytes queued for one shard beyond what its ring holds, before connections stop parsing
+ * (ConnectionHost.backlogFull); they parse again once every shard's queue is below half of it.
+ * With the ring, this bounds what the main thread holds for a shard that falls behind: answered
+ * puts cannot pile up without limit.
+ */
+export const BACKLOG_BYTES_DEFAULT = 4 * 1024 * 1024;
+
 /** A FIFO of pending replies: parallel arrays used as a circular queue, no object per entry. */
 class PendingFifo<S> {
   private kinds = new Int32Array(1024);
@@ -96,6 +104,7 @@ interface ShardLink<S> {
 export interface ShardPoolOptions {
   shards: number;
   ringBytes?: number;
+  backlogBytes?: number;
   /** Passed to each shard worker (log level etc.). */
   workerData?: Record<string, unknown>;
 }
@@ -109,10 +118,15 @@ export class ShardPool<S> {
   private flushScheduled = false;
   private running = true;
   private readonly readyPromises: Promise<void>[] = [];
+  private readonly backlogMax: number;
+  private roomWaiters: { roomAgain(): void }[] = [];
+  /** The most request bytes one shard's queue held when a connection checked it (for tests and stats). */
+  backlogPeak = 0;
 
   constructor(opts: ShardPoolOptions, handler: ShardReplyHandler<S>) {
     this.handler = handler;
     const ringBytes = opts.ringBytes ?? RING_BYTES_DEFAULT;
+    this.backlogMax = opts.backlogBytes ?? BACKLOG_BYTES_DEFAULT;
     for (let i = 0; i < opts.shards; i++) {
       const toShard = Ring.create(ringBytes);
       const fromShard = Ring.create(ringBytes);
@@ -190,6 +204,38 @@ export class ShardPool<S> {
       }
       if (n > 0) link.bell.ring();
     }
+    if (this.roomWaiters.length > 0 && !this.over(this.backlogMax / 2)) {
+      const waiters = this.roomWaiters;
+      this.roomWaiters = [];
+      for (const c of waiters) c.roomAgain(); // may parse, request, and wait again
+    }
+  }
+
+  /** Some shard's queue holds more than the limit. */
+  backlogFull(): boolean {
+    let full = false;
+    for (const link of this.links) {
+      const n = link.writer.len - link.flushed;
+      if (n > this.backlogPeak) this.backlogPeak = n;
+      if (n > this.backlogMax) full = true;
+    }
+    return full;
+  }
+
+  waitForRoom(c: { roomAgain(): void }): void {
+    this.roomWaiters.push(c);
+  }
+
+  /** Request bytes queued for shards and not yet in their rings. */
+  get backlogBytes(): number {
+    let n = 0;
+    for (const link of this.links) n += link.writer.len - link.flushed;
+    return n;
+  }
+
+  private over(bytes: number): boolean {
+    for (const link of this.links) if (link.writer.len - link.flushed > bytes) return true;
+    return false;
   }
 
   private hasUnflushed(): boolean {

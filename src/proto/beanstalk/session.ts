@@ -137,6 +137,7 @@ export class Session extends Connection implements ParserSink {
   /** One request sent: the reply will come back to `handle*` through the hub. */
   private sent(): void {
     if (++this.inflight >= INFLIGHT_MAX) this.block(B_INFLIGHT);
+    this.requested();
   }
 
   /** Called by the hub for every reply addressed to this session, before the kind's handling. */

@@ -6,7 +6,7 @@
 // that block or gather (lease, run, result, inspect of queues and jobs) hold the parser until they
 // are answered, so a pipeline sees the server's one-at-a-time order.
 
-import { Connection, type OutputScheduler, type Transport } from '../connection.ts';
+import { Connection, type ConnectionHost, type Transport } from '../connection.ts';
 import type { WorkqRouter, WqQueue } from '../../route/workq.ts';
 import { WorkqRouter as Router } from '../../route/workq.ts';
 import {
@@ -62,7 +62,7 @@ export class WorkqSession extends Connection implements WorkqSink {
   private lens: Float64Array = new Float64Array(0);
   private lensLeft = 0;
 
-  constructor(scheduler: OutputScheduler, router: WorkqRouter, connId: number, transport: Transport) {
+  constructor(scheduler: ConnectionHost, router: WorkqRouter, connId: number, transport: Transport) {
     super(scheduler, connId, transport);
     this.router = router;
     this.parser = new Parser(this);
@@ -105,6 +105,7 @@ export class WorkqSession extends Connection implements WorkqSink {
         const w = router.request(router.uuids.shardAt(i), K_WQ_DONE, this, seq);
         w.header(cmd === CMD_COMPLETE ? OP_WQ_COMPLETE : OP_WQ_FAIL, p.bodyEnd - p.bodyStart, 0, 0, 0, 0, id);
         w.bytes(p.body, p.bodyStart, p.bodyEnd);
+        this.requested();
         return this.blocked === 0;
       }
       case CMD_DELETE: {
@@ -112,9 +113,11 @@ export class WorkqSession extends Connection implements WorkqSink {
         if (i === -1) return this.answer(REPLY_NOT_FOUND);
         if (router.earlyAck) {
           router.deleteJob(p.id, router.uuids.idAt(i), router.uuids.shardAt(i));
+          this.requested();
           return this.answer(REPLY_OK);
         }
         router.deleteJob(p.id, router.uuids.idAt(i), router.uuids.shardAt(i), this, this.nextSeq());
+        this.requested();
         return this.blocked === 0;
       }
       case CMD_RESULT: {
@@ -182,6 +185,7 @@ export class WorkqSession extends Connection implements WorkqSink {
     w.u32(0);
     w.bytes(p.id, 0, 16);
     w.bytes(p.body, p.bodyStart, p.bodyEnd);
+    this.requested();
     if (logged) return this.blocked === 0;
     if (!run) return this.answer(REPLY_OK);
     const seq = this.nextSeq();
