@@ -383,12 +383,17 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
       const windowMs = baseMs + extraMs;
       const elapsedMs = epochNowMs() - measureStartEpochMs;
       const jobs = sumThreadCounter(cb, kThreadJobs) - jobsAtMeasureStart;
-      if (elapsedMs <= 0 || jobs <= 0 || extraMs >= capMs) return;
-      const rate = jobs / elapsedMs;
+      if (elapsedMs <= 0 || extraMs >= capMs) return;
       const targetJobs = o.minWaves * waveJobs;
-      const predicted = jobs + rate * (windowMs - elapsedMs);
-      if (predicted >= targetJobs) return;
-      extraMs = Math.min(capMs, Math.ceil(extraMs + ((targetJobs - predicted) / rate) * 1.1));
+      if (jobs <= 0) {
+        // Nothing done yet (a server stalled by a backlog, say): no rate to go by, take the most.
+        extraMs = capMs;
+      } else {
+        const rate = jobs / elapsedMs;
+        const predicted = jobs + rate * (windowMs - elapsedMs);
+        if (predicted >= targetJobs) return;
+        extraMs = Math.min(capMs, Math.ceil(extraMs + ((targetJobs - predicted) / rate) * 1.1));
+      }
       Atomics.store(cb.i32, kExtraMs, extraMs);
       if (endTimer !== null) clearTimeout(endTimer);
       const untilEndMs = measureStartEpochMs + baseMs + extraMs - epochNowMs();

@@ -384,6 +384,56 @@ describe.skipIf(beanstalkd === null)('against beanstalkd', () => {
     expect(exact.phases.find((p) => p.phase === 'load')!.windowExtendedS).toBe(0);
   });
 
+  it('lengthens the window when no job at all is done before its deadline (a stalled server)', async () => {
+    // A proxy that holds the server's replies for 0.8 s from the first put: nothing completes in
+    // the 0.3 s window, so there is no rate to go by; the window must still grow (to its cap)
+    // rather than end with no job measured.
+    const net = await import('node:net');
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(server.port, '127.0.0.1');
+      let holdUntil = 0; // set at the first put
+      const held: Buffer[] = [];
+      let releaseTimer: NodeJS.Timeout | null = null;
+      const release = (): void => {
+        for (const b of held.splice(0)) client.write(b);
+      };
+      client.on('data', (d) => {
+        if (holdUntil === 0 && d.includes('put ')) {
+          holdUntil = Date.now() + 800;
+          releaseTimer = setTimeout(release, 800);
+        }
+        upstream.write(d);
+      });
+      upstream.on('data', (d) => {
+        if (Date.now() < holdUntil) held.push(d);
+        else {
+          release();
+          client.write(d);
+        }
+      });
+      const close = (): void => {
+        if (releaseTimer !== null) clearTimeout(releaseTimer);
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('close', close);
+      upstream.on('close', close);
+      client.on('error', close);
+      upstream.on('error', close);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (proxy.address() as { port: number }).port;
+      const r = await runLoad({ port, mode: 'cycle', connections: 2, pipeline: 4, durationS: 0.3, warmupS: 0, minWaves: 1 });
+      expect(r.failures).toEqual([]);
+      const load = r.phases.find((p) => p.phase === 'load')!;
+      expect(load.windowExtendedS).toBeCloseTo(4 * 0.3, 5);
+      expect(load.totals.deletes).toBeGreaterThan(0);
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
+  });
+
   it('fails loudly when nothing listens on the port', async () => {
     const { freePort } = await import('../../bench/suite/servers.ts');
     const port = await freePort();
