@@ -226,13 +226,6 @@ export class ShardPool<S> {
     this.roomWaiters.push(c);
   }
 
-  /** Request bytes queued for shards and not yet in their rings. */
-  get backlogBytes(): number {
-    let n = 0;
-    for (const link of this.links) n += link.writer.len - link.flushed;
-    return n;
-  }
-
   private over(bytes: number): boolean {
     for (const link of this.links) if (link.writer.len - link.flushed > bytes) return true;
     return false;
