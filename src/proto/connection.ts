@@ -65,21 +65,19 @@ const EMPTY = Buffer.alloc(0);
 
 const INSERTED_ = Buffer.from('INSERTED ', 'latin1');
 
-/** `<word> <id> <bytes>\r\n<body>\r\n` as one Buffer, with one copy of the body. */
-function jobBuffer(word: Buffer, id: number, body: Uint8Array, start: number, end: number): Buffer {
-  const n = end - start;
-  const out = Buffer.allocUnsafe(word.length + 48 + n);
-  out.set(word, 0);
-  let p = writeDecimal(out, word.length, id);
+/** Writes `<word> <id> <bytes>\r\n<body>\r\n` at `p` (room for word + 48 + body); returns the end. */
+function writeJob(out: Uint8Array, p: number, word: Buffer, id: number, body: Uint8Array, start: number, end: number): number {
+  out.set(word, p);
+  p = writeDecimal(out, p + word.length, id);
   out[p++] = 32;
-  p = writeDecimal(out, p, n);
+  p = writeDecimal(out, p, end - start);
   out[p++] = 13;
   out[p++] = 10;
   out.set(body.subarray(start, end), p);
-  p += n;
+  p += end - start;
   out[p++] = 13;
   out[p++] = 10;
-  return out.subarray(0, p);
+  return p;
 }
 
 /** Writes the decimal digits of a non-negative safe integer at `pos`; returns the end. */
@@ -231,22 +229,13 @@ export abstract class Connection {
     if (this.closed || seq < 0) return;
     const n = end - start;
     if (seq !== this.slotHead || n > COPY_REPLY_MAX) {
-      this.complete(seq, jobBuffer(word, id, body, start, end));
+      // One Buffer, one copy of the body.
+      const out = Buffer.allocUnsafe(word.length + 48 + n);
+      this.complete(seq, out.subarray(0, writeJob(out, 0, word, id, body, start, end)));
       return;
     }
     const at = this.room(word.length + 48 + n);
-    const acc = this.acc;
-    acc.set(word, at);
-    let p = writeDecimal(acc, at + word.length, id);
-    acc[p++] = 32;
-    p = writeDecimal(acc, p, n);
-    acc[p++] = 13;
-    acc[p++] = 10;
-    acc.set(body.subarray(start, end), p);
-    p += n;
-    acc[p++] = 13;
-    acc[p++] = 10;
-    this.wrote(p - at);
+    this.wrote(writeJob(this.acc, at, word, id, body, start, end) - at);
     this.advance();
   }
 
