@@ -25,7 +25,7 @@ export class WorkqOps {
   private readonly info = new Float64Array(WQ_INFO_FIELDS);
   private readonly img = new Float64Array(10);
   private readonly wal: Wal | null;
-  /** Offsets in `out` of replies whose change went to the log (the shard marks them if the write fails). */
+  /** Replies whose change went to the log (the shard flags them if the write fails). */
   private readonly logged: LoggedReplies;
   /** Queue names by id: log records name their queue. */
   private readonly queueNames: string[] = [];

@@ -64,6 +64,17 @@ const ACC_MIN = 256;
 const EMPTY = Buffer.alloc(0);
 
 const INSERTED_ = Buffer.from('INSERTED ', 'latin1');
+/** Bytes `writeInserted` may use. */
+const INSERTED_ROOM = 32;
+
+/** Writes `INSERTED <id>\r\n` at `p`; returns the end. */
+function writeInserted(out: Uint8Array, p: number, id: number): number {
+  out.set(INSERTED_, p);
+  p = writeDecimal(out, p + INSERTED_.length, id);
+  out[p++] = 13;
+  out[p++] = 10;
+  return p;
+}
 
 /** Writes `<word> <id> <bytes>\r\n<body>\r\n` at `p` (room for word + 48 + body); returns the end. */
 function writeJob(out: Uint8Array, p: number, word: Buffer, id: number, body: Uint8Array, start: number, end: number): number {
@@ -208,16 +219,12 @@ export abstract class Connection {
   protected completeInserted(seq: number, id: number): void {
     if (this.closed || seq < 0) return;
     if (seq !== this.slotHead) {
-      this.slots[seq % this.slots.length] = Buffer.from(`INSERTED ${id}\r\n`, 'latin1');
+      const out = Buffer.allocUnsafe(INSERTED_ROOM);
+      this.slots[seq % this.slots.length] = out.subarray(0, writeInserted(out, 0, id));
       return;
     }
-    const at = this.room(32);
-    const acc = this.acc;
-    acc.set(INSERTED_, at);
-    let end = writeDecimal(acc, at + INSERTED_.length, id);
-    acc[end++] = 13;
-    acc[end++] = 10;
-    this.wrote(end - at);
+    const at = this.room(INSERTED_ROOM);
+    this.wrote(writeInserted(this.acc, at, id) - at);
     this.advance();
   }
 

@@ -204,7 +204,7 @@ export class ShardPool<S> {
       }
       if (n > 0) link.bell.ring();
     }
-    if (this.roomWaiters.length > 0 && !this.over(this.backlogMax / 2)) {
+    if (this.roomWaiters.length > 0 && this.largestBacklog() <= this.backlogMax / 2) {
       const waiters = this.roomWaiters;
       this.roomWaiters = [];
       for (const c of waiters) c.roomAgain(); // may parse, request, and wait again
@@ -213,22 +213,20 @@ export class ShardPool<S> {
 
   /** Some shard's queue holds more than the limit. */
   backlogFull(): boolean {
-    let full = false;
-    for (const link of this.links) {
-      const n = link.writer.len - link.flushed;
-      if (n > this.backlogPeak) this.backlogPeak = n;
-      if (n > this.backlogMax) full = true;
-    }
-    return full;
+    const n = this.largestBacklog();
+    if (n > this.backlogPeak) this.backlogPeak = n;
+    return n > this.backlogMax;
   }
 
   waitForRoom(c: { roomAgain(): void }): void {
     this.roomWaiters.push(c);
   }
 
-  private over(bytes: number): boolean {
-    for (const link of this.links) if (link.writer.len - link.flushed > bytes) return true;
-    return false;
+  /** Request bytes of the fullest shard queue not yet copied into its ring. */
+  private largestBacklog(): number {
+    let max = 0;
+    for (const link of this.links) max = Math.max(max, link.writer.len - link.flushed);
+    return max;
   }
 
   private hasUnflushed(): boolean {
