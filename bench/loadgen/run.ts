@@ -23,7 +23,7 @@ import {
   type LoadOptions,
 } from './options.ts';
 import { makeNonce } from './protocol.ts';
-import { discoverServerPid, machineCpuS, processCpuS, processRssBytes } from './procfs.ts';
+import { discoverServerPid, machineCpuS, parseStats, processCpuS, processRssBytes, queryServer } from './procfs.ts';
 import {
   createControlBlock,
   epochNowMs,
@@ -208,7 +208,7 @@ export async function runLoad(partial: Partial<LoadOptions>, hooks: LoadHooks = 
     } else if (o.mode === 'mem') {
       const before = serverPid === null ? null : processRssBytes(serverPid);
       main = await run({ phase: 'load', mode: 'put', options: o, threads: o.threads, jobsBudget: o.jobs, warmupMs: 0, durationMs: null });
-      const after = serverPid === null ? null : processRssBytes(serverPid);
+      const after = serverPid === null ? null : await settledRss(o.host, o.port, o.protocol, serverPid, main.report.totals.puts);
       if (before !== null && after !== null) {
         const jobs = main.report.totals.puts;
         memory = { jobs, rssBeforeBytes: before, rssAfterBytes: after, bytesPerJob: jobs > 0 ? (after - before) / jobs : 0 };
@@ -528,4 +528,37 @@ function release(cb: ControlBlock, abort: boolean): void {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * The server's RSS once it holds the `jobs` just acknowledged and its memory has settled. A
+ * server may acknowledge a put before storing it (shardstalk answers puts before its shard has
+ * applied them), so a beanstalk server is first asked (`stats`) until it reports them all; then
+ * RSS is sampled every 200 ms until two samples agree within 1% (at most 3 s), so garbage from
+ * the fill that the server is about to free is not counted as memory per job.
+ */
+async function settledRss(host: string, port: number, protocol: 'beanstalk' | 'workq', pid: number, jobs: number): Promise<number | null> {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  if (protocol === 'beanstalk') {
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(100)) {
+      try {
+        const { kind, body } = await queryServer(host, port, 'stats');
+        const st = parseStats(body);
+        const held = Number(st['current-jobs-ready']) + Number(st['current-jobs-delayed']) + Number(st['current-jobs-buried']) + Number(st['current-jobs-reserved']);
+        if (kind === 'OK' && held >= jobs) break;
+      } catch {
+        break; // no stats: fall back to sampling alone
+      }
+    }
+  }
+  let last = processRssBytes(pid);
+  for (let i = 0; i < 15 && last !== null; i++) {
+    await sleep(200);
+    const rss = processRssBytes(pid);
+    if (rss === null) return last;
+    const settled = Math.abs(rss - last) < last * 0.01;
+    last = rss;
+    if (settled) break;
+  }
+  return last;
 }

@@ -3,29 +3,46 @@ import { IdTable } from '../../workers/engine/idtable.ts';
 import { mulberry32 as rng } from '../support/prng.ts';
 
 
+// The table stores slots only and reads each slot's id from the owner's column, as the engines
+// do: `ins` writes keys[slot] first, as the contract asks.
+function table(capacity?: number) {
+  const keys = new Float64Array(1 << 16);
+  const t = new IdTable(capacity);
+  t.bind(keys);
+  const ins = (id: number, slot: number): boolean => {
+    const before = keys[slot];
+    keys[slot] = id;
+    const ok = t.insert(id, slot);
+    if (!ok) keys[slot] = before;
+    return ok;
+  };
+  return { t, keys, ins };
+}
+
 describe('IdTable', () => {
   it('inserts, finds and grows (sequential ids)', () => {
-    const t = new IdTable();
+    const { t, ins } = table();
     const start = t.capacity;
-    for (let id = 1; id <= 5000; id++) expect(t.insert(id, id * 2)).toBe(true);
+    for (let id = 1; id <= 5000; id++) expect(ins(id, id * 2)).toBe(true);
     t.check();
     expect(t.size).toBe(5000);
     expect(t.capacity).toBeGreaterThan(start);
-    expect(t.size / t.capacity).toBeLessThanOrEqual(0.6);
+    expect(t.size / t.capacity).toBeLessThanOrEqual(0.75);
+    expect(t.bytes).toBe(t.capacity * 4); // a cell is the slot alone
     for (let id = 1; id <= 5000; id++) expect(t.get(id)).toBe(id * 2);
     expect(t.get(5001)).toBe(-1);
-    expect(t.insert(77, 1)).toBe(false); // duplicate: unchanged
+    expect(ins(77, 1)).toBe(false); // duplicate: unchanged
     expect(t.get(77)).toBe(154);
   });
 
   it('handles ids up to 2^53 - 1 and ids differing only in the high bits', () => {
-    const t = new IdTable();
+    const { t, ins } = table();
     const ids = [1, 2 ** 32, 2 ** 32 + 1, 2 ** 33, 2 ** 52, 2 ** 53 - 1, 2 ** 53 - 2, 4294967295];
-    ids.forEach((id, i) => t.insert(id, i));
+    ids.forEach((id, i) => ins(id, i));
     t.check();
     ids.forEach((id, i) => expect(t.get(id)).toBe(i));
     expect(t.get(2 ** 32 + 2)).toBe(-1);
-    expect(() => t.insert(0, 1)).toThrow(RangeError);
+    expect(() => ins(0, 100)).toThrow(RangeError);
     // 0 marks empty cells: looking it up must not match one
     expect(t.get(0)).toBe(-1);
     expect(t.remove(0)).toBe(-1);
@@ -36,7 +53,7 @@ describe('IdTable', () => {
 
   it('backward-shift deletion keeps every survivor reachable (random churn vs Map)', () => {
     const r = rng(42);
-    const t = new IdTable(16);
+    const { t, ins } = table(16);
     const ref = new Map<number, number>();
     let nextId = 1;
     for (let step = 0; step < 20000; step++) {
@@ -44,7 +61,7 @@ describe('IdTable', () => {
         // mix of sequential and scattered ids to make clusters
         const id = r() < 0.5 ? nextId++ : 1 + Math.floor(r() * 2 ** 40);
         const fresh = !ref.has(id);
-        expect(t.insert(id, step)).toBe(fresh);
+        expect(ins(id, step)).toBe(fresh);
         if (fresh) ref.set(id, step);
       } else {
         const keys = [...ref.keys()];
@@ -67,12 +84,34 @@ describe('IdTable', () => {
   });
 
   it('shrinks after a burst is deleted', () => {
-    const t = new IdTable();
-    for (let id = 1; id <= 10000; id++) t.insert(id, id);
+    const { t, ins } = table();
+    for (let id = 1; id <= 10000; id++) ins(id, id);
     const big = t.capacity;
     for (let id = 1; id <= 9990; id++) t.remove(id);
     t.check();
     expect(t.capacity).toBeLessThan(big / 16);
     for (let id = 9991; id <= 10000; id++) expect(t.get(id)).toBe(id);
+  });
+
+  it('refuses a slot whose key column does not hold the id', () => {
+    const { t, keys } = table();
+    keys[5] = 41;
+    expect(() => t.insert(42, 5)).toThrow(/keys\[5\]/);
+    expect(t.size).toBe(0);
+  });
+
+  it('follows the owner to a new key column after bind (the engines rebind when they grow)', () => {
+    const { t, keys, ins } = table();
+    for (let id = 1; id <= 100; id++) ins(id * 7, id);
+    const grown = new Float64Array(keys.length * 2);
+    grown.set(keys);
+    keys.fill(0); // the old column must no longer be read
+    t.bind(grown);
+    for (let id = 1; id <= 100; id++) expect(t.get(id * 7)).toBe(id);
+    grown[101] = 7000;
+    expect(t.insert(7000, 101)).toBe(true);
+    expect(t.remove(7)).toBe(1);
+    t.check();
+    expect(t.size).toBe(100);
   });
 });

@@ -7,7 +7,15 @@
 // spare); a retired chunk whose live fraction falls below 1/4 is compacted: its live bodies are
 // copied into the current chunk. So at most ~4x the live bytes are ever held, plus two chunks.
 
-export const DEFAULT_CHUNK_SIZE = 4 << 20;
+import { type ColumnBlock, growI32, growU32 } from './columns.ts';
+
+// 32 MiB: at or above the C allocator's largest mmap threshold, so every chunk is a mapping of its
+// own. Its pages cost RSS only once written, and a dropped chunk goes back to the system whole;
+// 4 MiB chunks came from the thread's malloc arena, which kept their holes (~33 B per job at
+// 1M 100-byte jobs). Compaction copies at most a quarter of a chunk.
+export const DEFAULT_CHUNK_SIZE = 32 << 20;
+/** Bytes of per-slot location columns. */
+export const SLOT_BYTES = 12;
 const DEAD = 0x80000000;
 const SIZE_MASK = 0x7fffffff;
 const EMPTY = new Uint8Array(0);
@@ -50,18 +58,21 @@ export class BodyStore {
     this.cur = this.newChunk(chunkSize);
   }
 
-  /** Makes room for slot numbers below `slots`. */
-  growSlots(slots: number): void {
+  /** Makes room for slot numbers below `slots`; the columns are carved from `block` when the
+   *  owner lays its columns out in one (SLOT_BYTES of it per slot). */
+  growSlots(slots: number, block?: ColumnBlock): void {
     if (slots <= this.chunkOf.length) return;
-    const c = new Int32Array(slots).fill(-1);
-    c.set(this.chunkOf);
-    this.chunkOf = c;
-    const o = new Uint32Array(slots);
-    o.set(this.offOf);
-    this.offOf = o;
-    const l = new Uint32Array(slots);
-    l.set(this.lenOf);
-    this.lenOf = l;
+    const n = this.chunkOf.length;
+    if (block) {
+      this.chunkOf = block.i32(this.chunkOf, slots);
+      this.offOf = block.u32(this.offOf, slots);
+      this.lenOf = block.u32(this.lenOf, slots);
+    } else {
+      this.chunkOf = growI32(this.chunkOf, slots);
+      this.offOf = growU32(this.offOf, slots);
+      this.lenOf = growU32(this.lenOf, slots);
+    }
+    this.chunkOf.fill(-1, n);
   }
 
   /** Copies `data` in as the body of `slot` (which must not hold a body). */
@@ -116,7 +127,7 @@ export class BodyStore {
 
   /** Bytes of the per-slot location columns. */
   get slotBytes(): number {
-    return this.chunkOf.length * 12;
+    return this.chunkOf.length * SLOT_BYTES;
   }
 
   get chunkCount(): number {

@@ -11,10 +11,11 @@
 // columns link BURIED jobs into their tube's FIFO and RESERVED jobs into their connection's
 // list (a job is never both). Bodies live in the slab BodyStore.
 
-import { growF64, growI32, growU32, growU8 } from './columns.ts';
+import { ColumnBlock, growF64, growI32 } from './columns.ts';
+import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, COUNTERS, Counters } from './counters.ts';
 import { IndexHeap } from './heap.ts';
 import { IdTable } from './idtable.ts';
-import { BodyStore, DEFAULT_CHUNK_SIZE } from './bodystore.ts';
+import { BodyStore, DEFAULT_CHUNK_SIZE, SLOT_BYTES } from './bodystore.ts';
 import { Tube } from './tube.ts';
 
 export const READY = 1, RESERVED = 2, DELAYED = 3, BURIED = 4; // job states (0 = no such job)
@@ -43,7 +44,8 @@ const NIL = -1;
 const EMPTY = new Uint8Array(0);
 
 /** Bytes of engine column storage per job slot (see grow()); the body store adds 12 more. */
-export const COLUMN_BYTES_PER_SLOT = 8 + 4 + 1 + 4 + 4 + 4 + 4 + 8 + 8 + 5 * 4 + 4 + 4 + 2 * 4 + 4;
+/** (Without a write-ahead log; with one, fileSeq adds 4 more.) */
+export const COLUMN_BYTES_PER_SLOT = 8 + 4 + 1 + 4 + 4 + 4 + 8 + 8 + COUNTERS + 4 + 4 + 2 * 4;
 
 /**
  * Whole seconds left, as beanstalkd prints them: it keeps nanoseconds, so by the time anyone
@@ -71,21 +73,20 @@ export class Engine {
   private pri: Uint32Array = new Uint32Array(0);
   private jobState: Uint8Array = new Uint8Array(0);
   private tube: Int32Array = new Int32Array(0); // tube id
-  private owner: Int32Array = new Int32Array(0); // reserving conn, 0 if not reserved
   private ttr: Uint32Array = new Uint32Array(0); // seconds
   private delay: Uint32Array = new Uint32Array(0); // seconds, as last put/released
   private deadline: Float64Array = new Float64Array(0); // ms: DELAYED = ready-at, RESERVED = TTR expiry
   private created: Float64Array = new Float64Array(0); // ms
-  private reserves: Uint32Array = new Uint32Array(0);
-  private timeouts: Uint32Array = new Uint32Array(0);
-  private releases: Uint32Array = new Uint32Array(0);
-  private buries: Uint32Array = new Uint32Array(0);
-  private kicks: Uint32Array = new Uint32Array(0);
-  private heapPos: Int32Array = new Int32Array(0); // position in the tube's ready or delay heap
+  private readonly counts = new Counters(); // reserves, timeouts, releases, buries, kicks
+  // READY/DELAYED: position in the tube's ready or delay heap. RESERVED (in neither heap): the
+  // reserving connection.
+  private heapPos: Int32Array = new Int32Array(0);
   private timerPos: Int32Array = new Int32Array(0); // position in the timer heap
   private prev: Int32Array = new Int32Array(0); // buried FIFO / conn reserved list
   private next: Int32Array = new Int32Array(0); // same, and the free-slot list
-  private fileSeq: Int32Array = new Int32Array(0); // write-ahead log segment holding the job's FULL record (0: none)
+  // Write-ahead log segment holding the job's FULL record (0: none); allocated on the first
+  // setFile, so an engine without a log never pays for it.
+  private fileSeq: Int32Array = new Int32Array(0);
 
   private hwm = 0; // slots [0, hwm) have been handed out at least once
   private freeHead = NIL;
@@ -128,7 +129,7 @@ export class Engine {
   constructor(opts: EngineOptions = {}) {
     const slots = Math.max(16, opts.initialSlots ?? 1024);
     this.index = new IdTable(slots);
-    this.bodies = new BodyStore(opts.chunkSize ?? DEFAULT_CHUNK_SIZE, slots);
+    this.bodies = new BodyStore(opts.chunkSize ?? DEFAULT_CHUNK_SIZE, 0); // slot columns come with grow()
     this.timers = new IndexHeap(this.timeLess, this.setTimerPos);
     this.grow(slots);
   }
@@ -144,20 +145,18 @@ export class Engine {
   put(tube: number, id: number, pri: number, delaySec: number, ttrSec: number, body: Uint8Array, nowMs: number): number {
     const t = this.ensureTube(tube);
     const s = this.allocSlot();
+    this.ids[s] = id; // the id table reads keys from this column
     if (!this.index.insert(id, s)) {
       this.freeSlot(s);
       throw new Error(`duplicate job id ${id}`);
     }
-    this.ids[s] = id;
     this.pri[s] = pri;
     this.tube[s] = tube;
-    this.owner[s] = 0;
     this.ttr[s] = ttrSec;
     this.delay[s] = delaySec;
     this.created[s] = nowMs;
-    this.reserves[s] = this.timeouts[s] = this.releases[s] = this.buries[s] = this.kicks[s] = 0;
     this.heapPos[s] = this.timerPos[s] = this.prev[s] = this.next[s] = NIL;
-    this.fileSeq[s] = 0;
+    if (s < this.fileSeq.length) this.fileSeq[s] = 0;
     this.bodies.put(s, body);
     this.live++;
     t.totalJobs++;
@@ -227,7 +226,7 @@ export class Engine {
   /** Returns the job's tube, or -1 (NOT_FOUND). A reserved job can only be deleted by its owner. */
   deleteJob(id: number, conn: number): number {
     const s = this.index.get(id);
-    if (s === NIL || (this.jobState[s] === RESERVED && this.owner[s] !== conn)) return -1;
+    if (s === NIL || (this.jobState[s] === RESERVED && this.heapPos[s] !== conn)) return -1;
     const t = this.tubeAt(s);
     this.leave(s, t);
     t.cmdDelete++;
@@ -246,7 +245,7 @@ export class Engine {
     this.leaveReserved(s, t);
     this.pri[s] = pri;
     this.delay[s] = delaySec;
-    this.releases[s]++;
+    this.counts.inc(s, C_RELEASES);
     if (delaySec > 0) {
       this.enterDelayed(s, t, nowMs, delaySec);
       return DELAYED;
@@ -262,7 +261,7 @@ export class Engine {
     const t = this.tubeAt(s);
     this.leaveReserved(s, t);
     this.pri[s] = pri;
-    this.buries[s]++;
+    this.counts.inc(s, C_BURIES);
     this.enterBuried(s, t);
     return true;
   }
@@ -406,12 +405,8 @@ export class Engine {
     out[5] = this.delay[s];
     out[6] = this.ttr[s];
     out[7] = st === RESERVED || st === DELAYED ? secondsLeft(this.deadline[s] - nowMs) : 0;
-    out[8] = this.reserves[s];
-    out[9] = this.timeouts[s];
-    out[10] = this.releases[s];
-    out[11] = this.buries[s];
-    out[12] = this.kicks[s];
-    out[13] = this.fileSeq[s];
+    for (let k = 0; k < COUNTERS; k++) out[8 + k] = this.counts.get(s, k);
+    out[13] = this.fileAt(s);
     return true;
   }
 
@@ -426,12 +421,17 @@ export class Engine {
   /** Segment of the write-ahead log holding the job's FULL record (0: none). */
   fileOf(id: number): number {
     const s = this.index.get(id);
-    return s === NIL ? 0 : this.fileSeq[s];
+    return s === NIL ? 0 : this.fileAt(s);
   }
 
   setFile(id: number, seq: number): void {
     const s = this.index.get(id);
-    if (s !== NIL) this.fileSeq[s] = seq;
+    if (s === NIL) return;
+    if (this.fileSeq.length < this.cap) {
+      if (seq === 0) return;
+      this.fileSeq = growI32(this.fileSeq, this.cap);
+    }
+    this.fileSeq[s] = seq;
   }
 
   /** Everything a log record holds about a job besides id, tube and body:
@@ -445,11 +445,7 @@ export class Engine {
     out[3] = this.jobState[s];
     out[4] = this.deadline[s];
     out[5] = this.created[s];
-    out[6] = this.reserves[s];
-    out[7] = this.timeouts[s];
-    out[8] = this.releases[s];
-    out[9] = this.buries[s];
-    out[10] = this.kicks[s];
+    for (let k = 0; k < COUNTERS; k++) out[6 + k] = this.counts.get(s, k);
     return true;
   }
 
@@ -466,11 +462,11 @@ export class Engine {
     const t = this.tubeAt(s);
     t.totalJobs--;
     this.delay[s] = delaySec;
-    this.reserves[s] = reserves;
-    this.timeouts[s] = timeouts;
-    this.releases[s] = releases;
-    this.buries[s] = buries;
-    this.kicks[s] = kicks;
+    this.counts.set(s, C_RESERVES, reserves);
+    this.counts.set(s, C_TIMEOUTS, timeouts);
+    this.counts.set(s, C_RELEASES, releases);
+    this.counts.set(s, C_BURIES, buries);
+    this.counts.set(s, C_KICKS, kicks);
     if (state === DELAYED) {
       this.leaveReady(s, t);
       this.jobState[s] = DELAYED;
@@ -490,7 +486,7 @@ export class Engine {
     let n = 0;
     let s = cursor;
     for (; s < this.hwm && n < limit; s++) {
-      if (this.fileSeq[s] === seq && this.jobState[s] !== 0) {
+      if (this.fileAt(s) === seq && this.jobState[s] !== 0) {
         fn(this.ids[s]);
         n++;
       }
@@ -534,8 +530,8 @@ export class Engine {
     return {
       jobs: this.live,
       slots: this.cap,
-      columnBytes: this.cap * COLUMN_BYTES_PER_SLOT + this.bodies.slotBytes,
-      idTableBytes: this.index.capacity * 12,
+      columnBytes: this.cap * COLUMN_BYTES_PER_SLOT + this.fileSeq.byteLength + this.bodies.slotBytes,
+      idTableBytes: this.index.bytes,
       timerHeapBytes: this.timers.items.byteLength,
       bodyHeldBytes: this.bodies.heldBytes,
       bodyLiveBytes: this.bodies.liveBytes,
@@ -586,9 +582,9 @@ export class Engine {
       if (this.jobState[s] === DELAYED) {
         this.leaveDelayed(s, t);
       } else {
-        const conn = this.owner[s];
+        const conn = this.heapPos[s];
         this.leaveReserved(s, t);
-        this.timeouts[s]++;
+        this.counts.inc(s, C_TIMEOUTS);
         this.jobTimeouts++;
         (timedOut ??= []).push(this.ids[s], conn);
       }
@@ -651,13 +647,11 @@ export class Engine {
         if (tube.delay.items[hp] !== s || hp >= tube.delay.size) fail(`delayed slot ${s} heapPos ${hp}`);
         if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`delayed slot ${s} timerPos ${tp}`);
       } else if (st === RESERVED) {
-        if (hp !== NIL) fail(`reserved slot ${s} has heapPos ${hp}`);
         if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`reserved slot ${s} timerPos ${tp}`);
-        if (this.owner[s] <= 0) fail(`reserved slot ${s} has no owner`);
+        if (hp <= 0) fail(`reserved slot ${s} has no owner (${hp})`);
       } else {
         if (hp !== NIL || tp !== NIL) fail(`buried slot ${s} in a heap`);
       }
-      if (st !== RESERVED && this.owner[s] !== 0) fail(`slot ${s} state ${st} has owner ${this.owner[s]}`);
     }
     let free = 0;
     for (let s = this.freeHead; s !== NIL; s = this.next[s]) {
@@ -710,7 +704,7 @@ export class Engine {
       let last = NIL;
       if (head === NIL) fail(`conn ${conn} has an empty list entry`);
       for (let s = head; s !== NIL; s = this.next[s]) {
-        if (this.jobState[s] !== RESERVED || this.owner[s] !== conn) fail(`conn ${conn} list holds slot ${s}`);
+        if (this.jobState[s] !== RESERVED || this.heapPos[s] !== conn) fail(`conn ${conn} list holds slot ${s}`);
         if (this.prev[s] !== last) fail(`conn ${conn} list prev link at ${s}`);
         if (++reserved > this.reservedCt) fail('conn lists longer than reserved count');
         last = s;
@@ -746,14 +740,18 @@ export class Engine {
     return best;
   }
 
+  private fileAt(s: number): number {
+    return s < this.fileSeq.length ? this.fileSeq[s] : 0;
+  }
+
   private reservedBy(id: number, conn: number): number {
     const s = this.index.get(id);
-    return s !== NIL && this.jobState[s] === RESERVED && this.owner[s] === conn ? s : NIL;
+    return s !== NIL && this.jobState[s] === RESERVED && this.heapPos[s] === conn ? s : NIL;
   }
 
   private kickSlot(s: number, t: Tube): void {
     this.leave(s, t);
-    this.kicks[s]++;
+    this.counts.inc(s, C_KICKS);
     this.enterReady(s, t);
   }
 
@@ -794,9 +792,9 @@ export class Engine {
 
   private enterReserved(s: number, t: Tube, conn: number, nowMs: number): void {
     this.jobState[s] = RESERVED;
-    this.owner[s] = conn;
+    this.heapPos[s] = conn; // out of the ready heap, so the column holds the owner
     this.deadline[s] = nowMs + this.ttr[s] * 1000;
-    this.reserves[s]++;
+    this.counts.inc(s, C_RESERVES);
     this.timers.push(s);
     // Push on the front of the connection's list.
     const head = this.connHead.get(conn) ?? NIL;
@@ -813,11 +811,11 @@ export class Engine {
     const p = this.prev[s];
     const n = this.next[s];
     if (p !== NIL) this.next[p] = n;
-    else if (n !== NIL) this.connHead.set(this.owner[s], n);
-    else this.connHead.delete(this.owner[s]);
+    else if (n !== NIL) this.connHead.set(this.heapPos[s], n);
+    else this.connHead.delete(this.heapPos[s]);
     if (n !== NIL) this.prev[n] = p;
     this.prev[s] = this.next[s] = NIL;
-    this.owner[s] = 0;
+    this.heapPos[s] = NIL;
     t.reserved--;
     this.reservedCt--;
   }
@@ -871,32 +869,31 @@ export class Engine {
   private freeSlot(s: number): void {
     this.jobState[s] = 0;
     this.ids[s] = 0;
+    this.counts.clear(s); // a reused slot starts from zero, and big counts leave the side map
     this.next[s] = this.freeHead;
     this.freeHead = s;
   }
 
-  // Columns grow by doubling (copy into bigger typed arrays). COLUMN_BYTES_PER_SLOT sums these.
+  // Columns grow by doubling: one new block holds every column (8-byte ones first, for
+  // alignment); COLUMN_BYTES_PER_SLOT sums them.
   private grow(cap: number): void {
-    this.ids = growF64(this.ids, cap);
-    this.pri = growU32(this.pri, cap);
-    this.jobState = growU8(this.jobState, cap);
-    this.tube = growI32(this.tube, cap);
-    this.owner = growI32(this.owner, cap);
-    this.ttr = growU32(this.ttr, cap);
-    this.delay = growU32(this.delay, cap);
-    this.deadline = growF64(this.deadline, cap);
-    this.created = growF64(this.created, cap);
-    this.reserves = growU32(this.reserves, cap);
-    this.timeouts = growU32(this.timeouts, cap);
-    this.releases = growU32(this.releases, cap);
-    this.buries = growU32(this.buries, cap);
-    this.kicks = growU32(this.kicks, cap);
-    this.heapPos = growI32(this.heapPos, cap);
-    this.timerPos = growI32(this.timerPos, cap);
-    this.prev = growI32(this.prev, cap);
-    this.next = growI32(this.next, cap);
-    this.fileSeq = growI32(this.fileSeq, cap);
-    this.bodies.growSlots(cap);
+    const b = new ColumnBlock(cap * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES));
+    this.ids = b.f64(this.ids, cap);
+    this.deadline = b.f64(this.deadline, cap);
+    this.created = b.f64(this.created, cap);
+    this.pri = b.u32(this.pri, cap);
+    this.tube = b.i32(this.tube, cap);
+    this.ttr = b.u32(this.ttr, cap);
+    this.delay = b.u32(this.delay, cap);
+    this.heapPos = b.i32(this.heapPos, cap);
+    this.timerPos = b.i32(this.timerPos, cap);
+    this.prev = b.i32(this.prev, cap);
+    this.next = b.i32(this.next, cap);
+    this.bodies.growSlots(cap, b); // 4-byte columns, so before the 1-byte ones
+    this.jobState = b.u8(this.jobState, cap);
+    this.counts.adopt(b.u8(this.counts.column, cap * COUNTERS));
+    if (this.fileSeq.length > 0) this.fileSeq = growI32(this.fileSeq, cap);
+    this.index.bind(this.ids);
     this.cap = cap;
   }
 }

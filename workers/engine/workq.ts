@@ -200,8 +200,8 @@ export class WorkqStore {
     if (this.index.get(id) !== NIL) throw new Error(`duplicate workq job id ${id}`);
     const q = this.ensureQueue(queue);
     const s = this.allocSlot();
+    this.ids[s] = id; // the id table reads keys from this column
     this.index.insert(id, s);
-    this.ids[s] = id;
     const u = this.uuidCol;
     const at = s * UUID_BYTES;
     for (let i = 0; i < UUID_BYTES; i++) u[at + i] = uuid[uuidAt + i]; // no subarray view per job
@@ -789,6 +789,7 @@ export class WorkqStore {
   // Columns grow by doubling (copy into bigger typed arrays). WQ_COLUMN_BYTES_PER_SLOT sums these.
   private grow(cap: number): void {
     this.ids = growF64(this.ids, cap);
+    this.index.bind(this.ids);
     this.uuidCol = growU8(this.uuidCol, cap * UUID_BYTES);
     this.queue = growI32(this.queue, cap);
     this.pri = growI32(this.pri, cap);

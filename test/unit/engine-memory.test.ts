@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, Counters } from '../../workers/engine/counters.ts';
+import { COLUMN_BYTES_PER_SLOT, Engine, RESERVED } from '../../workers/engine/engine.ts';
+
+describe('Counters (one byte per counter, big counts in a side map)', () => {
+  it('counts past 255 exactly, each counter of each slot on its own', () => {
+    const c = new Counters();
+    c.grow(4);
+    for (let i = 0; i < 1000; i++) c.inc(2, C_RELEASES);
+    for (let i = 0; i < 254; i++) c.inc(2, C_KICKS);
+    c.inc(3, C_RESERVES);
+    expect(c.get(2, C_RELEASES)).toBe(1000);
+    expect(c.get(2, C_KICKS)).toBe(254); // still in its byte
+    expect(c.overflowed).toBe(1);
+    c.inc(2, C_KICKS);
+    expect(c.get(2, C_KICKS)).toBe(255);
+    expect(c.overflowed).toBe(2);
+    expect(c.get(3, C_RESERVES)).toBe(1);
+    expect(c.get(2, C_RESERVES)).toBe(0);
+    expect(c.get(1, C_RELEASES)).toBe(0);
+  });
+
+  it('set and clear move values in and out of the side map', () => {
+    const c = new Counters();
+    c.grow(2);
+    c.set(1, C_TIMEOUTS, 4294967295);
+    c.set(1, C_BURIES, 7);
+    expect(c.get(1, C_TIMEOUTS)).toBe(4294967295);
+    expect(c.get(1, C_BURIES)).toBe(7);
+    c.inc(1, C_TIMEOUTS); // 32-bit unsigned, as beanstalkd's: wraps
+    expect(c.get(1, C_TIMEOUTS)).toBe(0);
+    c.set(1, C_TIMEOUTS, 3);
+    expect(c.overflowed).toBe(0);
+    c.set(1, C_TIMEOUTS, 300);
+    c.clear(1);
+    expect(c.overflowed).toBe(0);
+    for (let k = 0; k < 5; k++) expect(c.get(1, k)).toBe(0);
+  });
+
+  it('survive a grow', () => {
+    const c = new Counters();
+    c.grow(1);
+    c.set(0, C_RELEASES, 9);
+    c.set(0, C_KICKS, 70000);
+    c.grow(1024);
+    expect(c.get(0, C_RELEASES)).toBe(9);
+    expect(c.get(0, C_KICKS)).toBe(70000);
+    expect(c.bytes).toBe(1024 * 5);
+  });
+
+  it('an engine job reserved and released 300 times reports 300, and a reused slot starts at 0', () => {
+    const e = new Engine({ initialSlots: 16 });
+    const body = new Uint8Array([1, 2, 3]);
+    e.put(1, 1, 10, 0, 60, body, 0);
+    for (let i = 0; i < 300; i++) {
+      expect(e.reserveBest([1], 1, 7, 0)).toBe(1);
+      expect(e.release(1, 7, 10, 0, 0)).toBeGreaterThan(0);
+    }
+    expect(e.reserveBest([1], 1, 7, 0)).toBe(1);
+    const out = new Float64Array(14);
+    expect(e.jobStats(1, 0, out)).toBe(true);
+    expect(out[2]).toBe(RESERVED);
+    expect(out[8]).toBe(301); // reserves
+    expect(out[10]).toBe(300); // releases
+    expect(e.deleteJob(1, 7)).toBe(1);
+    e.put(1, 2, 10, 0, 60, body, 0); // takes the freed slot
+    expect(e.jobStats(2, 0, out)).toBe(true);
+    expect([out[8], out[9], out[10], out[11], out[12]]).toEqual([0, 0, 0, 0, 0]);
+    e.invariants();
+  });
+});
+
+describe('engine memory per slot', () => {
+  it('holds a job in COLUMN_BYTES_PER_SLOT + 12 bytes of columns, 4 of id table cells, and no log column until a log is used', () => {
+    const e = new Engine({ initialSlots: 1024 });
+    const body = new Uint8Array(100);
+    for (let id = 1; id <= 3000; id++) e.put(1, id, 0, 0, 60, body, 0);
+    const m = e.memoryStats();
+    expect(m.slots).toBe(4096);
+    expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(62); // was 85 with 4-byte counters, an owner column and the log column
+    expect(m.columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + 12)); // no fileSeq column in memory mode
+    expect(m.idTableBytes).toBeLessThanOrEqual(4096 * 4); // cells are slots alone, load <= 0.75
+    e.setFile(5, 3); // the first log segment number allocates the column
+    expect(e.fileOf(5)).toBe(3);
+    expect(e.fileOf(6)).toBe(0);
+    expect(e.memoryStats().columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + 12 + 4));
+    for (let id = 3001; id <= 5000; id++) e.put(1, id, 0, 0, 60, body, 0); // grows with the rest
+    expect(e.fileOf(5)).toBe(3);
+    expect(e.memoryStats().columnBytes).toBe(8192 * (COLUMN_BYTES_PER_SLOT + 12 + 4));
+    e.invariants();
+  });
+});
