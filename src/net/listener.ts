@@ -10,14 +10,53 @@ import { WorkqSession } from '../proto/workq/session.ts';
 
 /** What a listener needs of a connection. */
 interface Conn {
+  /** `chunk` is valid only during the call (it may be the shared read buffer). */
   receive(chunk: Buffer): void;
   drained(): void;
   halfClose(): void;
   close(): void;
 }
 
+/**
+ * Every socket reads into this one buffer: a read is parsed before the next one can happen (all on
+ * this thread), and the parser copies what it has to keep (StreamParser.push). Node's default
+ * path costs, per read, a fresh 64 KiB allocation trimmed into an ArrayBuffer, a Readable push, a
+ * nextTick and a 'data' event: with one command per read (many clients, one command in flight
+ * each), a cost per command.
+ */
+const READ_BUFFER_BYTES = 64 * 1024;
+const readBuffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
+
+/**
+ * Node's own reusable-buffer reading (the `onread` option of net.connect) for an accepted socket.
+ * net.Server does not take `onread` (Node 24), so this sets the same two fields the Socket
+ * constructor would have set from it, found by their symbols' names, and hands the handle the
+ * buffer; Socket.pause/resume then stop and start the handle as they do for `onread` sockets.
+ * It must run before the socket reads (the server pauses sockets on accept). Returns false, and
+ * changes nothing, when this Node does not look as expected: the caller reads via 'data' then.
+ */
+function readIntoSharedBuffer(socket: net.Socket, onRead: (n: number, buf: Buffer) => void): boolean {
+  const s = socket as unknown as Record<symbol, unknown> & { _handle?: { useUserBuffer?: (b: Uint8Array) => void; reading?: boolean } };
+  const handle = s._handle;
+  if (handle == null || typeof handle.useUserBuffer !== 'function' || handle.reading) return false;
+  let kBuffer: symbol | undefined;
+  let kBufferCb: symbol | undefined;
+  for (const sym of Object.getOwnPropertySymbols(socket)) {
+    if (sym.description === 'kBuffer') kBuffer = sym;
+    else if (sym.description === 'kBufferCb') kBufferCb = sym;
+  }
+  if (kBuffer === undefined || kBufferCb === undefined || s[kBuffer] !== null || s[kBufferCb] !== null) return false;
+  handle.useUserBuffer(readBuffer);
+  s[kBuffer] = readBuffer;
+  s[kBufferCb] = onRead;
+  return true;
+}
+
+/** Sockets that read into the shared buffer (a test checks that this Node takes that path). */
+export let sharedBufferSockets = 0;
+
 function listen(host: string, port: number, log: Logger, open: (connId: number, transport: Transport) => Conn, newConnId: () => number): Promise<net.Server> {
-  const server = net.createServer({ noDelay: true, allowHalfOpen: true }, (socket) => {
+  const server = net.createServer({ noDelay: true, allowHalfOpen: true, pauseOnConnect: true }, (socket) => {
     const connId = newConnId();
     const conn = open(connId, {
       write: (data) => socket.write(data),
@@ -27,7 +66,8 @@ function listen(host: string, port: number, log: Logger, open: (connId: number, 
       bufferedOut: () => socket.writableLength,
     });
     log.debug({ conn: connId, remote: socket.remoteAddress }, 'accept');
-    socket.on('data', (chunk: Buffer) => conn.receive(chunk));
+    if (readIntoSharedBuffer(socket, (n, buf) => conn.receive(buf.subarray(0, n)))) sharedBufferSockets++;
+    else socket.on('data', (chunk: Buffer) => conn.receive(chunk));
     socket.on('drain', () => conn.drained());
     socket.on('end', () => conn.halfClose());
     socket.on('error', (err) => log.debug({ conn: connId, err: err.message }, 'socket error'));
@@ -35,6 +75,7 @@ function listen(host: string, port: number, log: Logger, open: (connId: number, 
       log.debug({ conn: connId }, 'close');
       conn.close();
     });
+    socket.resume();
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);

@@ -17,7 +17,10 @@
 import type { StreamParser } from './stream.ts';
 
 export interface Transport {
-  /** Returns false when the peer is not reading fast enough (stop producing). */
+  /**
+   * Returns false when the peer is not reading fast enough (stop producing). The transport may
+   * keep `data` only while bufferedOut() > 0 after the call: at 0 the caller may reuse it.
+   */
   write(data: Buffer): boolean;
   end(): void;
   /** Stop / restart reading from the peer (backpressure on input). */
@@ -324,13 +327,23 @@ export abstract class Connection {
   flush(): void {
     this.dirty = false;
     if (this.closed || (this.out.length === 0 && this.accLen === 0)) return;
-    this.seal();
-    if (this.acc.length > ACC_KEEP_MAX) this.acc = EMPTY;
-    const data = this.out.length === 1 ? this.out[0] : Buffer.concat(this.out);
-    this.out = [];
+    let data: Buffer;
+    const lent = this.out.length === 0;
+    if (lent) {
+      // Only small replies (the usual turn): write them from acc itself, no Buffer of their own.
+      data = this.acc.subarray(0, this.accLen);
+      this.accLen = 0;
+    } else {
+      this.seal();
+      data = this.out.length === 1 ? this.out[0] : Buffer.concat(this.out);
+      this.out = [];
+    }
     this.outBytes = 0;
+    const below = this.transport.write(data);
+    // A transport that could not send it all at once keeps acc: the next turn writes into a new one.
+    if ((lent && this.transport.bufferedOut() > 0) || this.acc.length > ACC_KEEP_MAX) this.acc = EMPTY;
     // Below the socket's high-water mark: go on reading; above it, wait for 'drain'.
-    if (this.transport.write(data)) this.unblock(B_OUTPUT);
+    if (below) this.unblock(B_OUTPUT);
     else this.block(B_OUTPUT);
   }
 

@@ -3,6 +3,8 @@
 // A parser consumes chunks in place through `feed`; while a command holds it (a blocking
 // reserve, a full output), later chunks queue up unparsed and `resume()` goes on exactly where it
 // stopped. `resume()` from inside a sink call only clears the flag: the running loop continues.
+// A chunk is valid only during `push` (the listener reads every socket into one buffer), so what
+// queues up is a copy.
 
 export class StreamParser {
   protected paused = false;
@@ -21,8 +23,21 @@ export class StreamParser {
     return n;
   }
 
+  /** Parses `chunk` (valid only during the call); keeps a copy of what it does not get to. */
   push(chunk: Buffer): void {
-    this.queue.push(chunk);
+    if (this.queue.length === 0 && !this.paused) {
+      // Nothing held from before (the usual case): parse straight from the chunk, no queueing.
+      this.running = true;
+      let used: number;
+      try {
+        used = this.feed(chunk, 0);
+      } finally {
+        this.running = false;
+      }
+      if (used < chunk.length) this.queue.push(Buffer.from(chunk.subarray(used)));
+      return;
+    }
+    this.queue.push(Buffer.from(chunk));
     if (!this.paused) this.run();
   }
 

@@ -73,13 +73,13 @@ describe('connection output', () => {
     const dirty: { flush(): void }[] = [];
     const c2 = new (conn.constructor as typeof TestConn)({ markDirty: (c) => dirty.push(c), flushSoon: () => {}, backlogFull: () => false, waitForRoom: () => {} }, 2, {
       write: (d) => {
-        written.push(d); // no copy: a later turn must not write into it
+        written.push(d); // no copy, and not sent: a later turn must not write into it
         return true;
       },
       end: () => {},
       pauseReading: () => {},
       resumeReading: () => {},
-      bufferedOut: () => 0,
+      bufferedOut: () => written.reduce((n, b) => n + b.length, 0),
     });
     for (let i = 1; i <= 50; i++) c2.inserted(c2.seq(), i);
     for (const c of dirty.splice(0)) c.flush();
