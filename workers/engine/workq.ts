@@ -14,10 +14,10 @@
 // `timerPos`, and a second global heap by TTL end (`expireAt`) holds every job with a TTL and
 // writes `ttlPos`. Payloads and results live in two slab BodyStores keyed by slot.
 
-import { growF64, growI32, growU32, growU8 } from './columns.ts';
+import { ColumnBlock, growF64, growI32, growU8 } from './columns.ts';
 import { IndexHeap } from './heap.ts';
 import { IdTable } from './idtable.ts';
-import { BodyStore, DEFAULT_CHUNK_SIZE } from './bodystore.ts';
+import { BodyStore, DEFAULT_CHUNK_SIZE, SLOT_BYTES } from './bodystore.ts';
 
 /** Job states, numbered as `inspect` reports them (the workq server's job.State* constants). */
 export const WQ_NEW = 0, WQ_COMPLETED = 1, WQ_FAILED = 2, WQ_PENDING = 3, WQ_LEASED = 4;
@@ -169,8 +169,8 @@ export class WorkqStore {
     const slots = Math.max(16, opts.initialSlots ?? 1024);
     const chunkSize = opts.chunkSize ?? DEFAULT_CHUNK_SIZE;
     this.index = new IdTable(slots);
-    this.payloads = new BodyStore(chunkSize, slots);
-    this.results = new BodyStore(chunkSize, slots);
+    this.payloads = new BodyStore(chunkSize, 0); // slot columns come with grow()
+    this.results = new BodyStore(chunkSize, 0);
     this.timers = new IndexHeap(this.timeLess, this.setTimerPos);
     this.ttls = new IndexHeap(this.ttlLess, this.setTtlPos);
     this.grow(slots);
@@ -786,33 +786,35 @@ export class WorkqStore {
     this.freeHead = s;
   }
 
-  // Columns grow by doubling (copy into bigger typed arrays). WQ_COLUMN_BYTES_PER_SLOT sums these.
+  // Columns grow by doubling: one new block holds every column (8-byte ones first, for
+  // alignment; see ColumnBlock); WQ_COLUMN_BYTES_PER_SLOT sums them.
   private grow(cap: number): void {
-    this.ids = growF64(this.ids, cap);
+    const b = new ColumnBlock(cap * (WQ_COLUMN_BYTES_PER_SLOT + 2 * SLOT_BYTES));
+    this.ids = b.f64(this.ids, cap);
     this.index.bind(this.ids);
-    this.uuidCol = growU8(this.uuidCol, cap * UUID_BYTES);
-    this.queue = growI32(this.queue, cap);
-    this.pri = growI32(this.pri, cap);
-    this.ttrMs = growU32(this.ttrMs, cap);
-    this.ttlMs = growF64(this.ttlMs, cap);
-    this.schedKey = growF64(this.schedKey, cap);
-    this.created = growF64(this.created, cap);
-    this.seq = growF64(this.seq, cap);
-    this.maxAttempts = growU8(this.maxAttempts, cap);
-    this.maxFails = growU8(this.maxFails, cap);
-    this.attempts = growU8(this.attempts, cap);
-    this.jobState = growU8(this.jobState, cap);
-    this.where = growU8(this.where, cap);
-    this.deadline = growF64(this.deadline, cap);
-    this.expireAt = growF64(this.expireAt, cap);
-    this.heapPos = growI32(this.heapPos, cap);
-    this.timerPos = growI32(this.timerPos, cap);
-    this.ttlPos = growI32(this.ttlPos, cap);
-    this.next = growI32(this.next, cap);
-    this.fileSeq = growI32(this.fileSeq, cap);
-    this.fileBytes = growU32(this.fileBytes, cap);
-    this.payloads.growSlots(cap);
-    this.results.growSlots(cap);
+    this.ttlMs = b.f64(this.ttlMs, cap);
+    this.schedKey = b.f64(this.schedKey, cap);
+    this.created = b.f64(this.created, cap);
+    this.seq = b.f64(this.seq, cap);
+    this.deadline = b.f64(this.deadline, cap);
+    this.expireAt = b.f64(this.expireAt, cap);
+    this.queue = b.i32(this.queue, cap);
+    this.pri = b.i32(this.pri, cap);
+    this.ttrMs = b.u32(this.ttrMs, cap);
+    this.heapPos = b.i32(this.heapPos, cap);
+    this.timerPos = b.i32(this.timerPos, cap);
+    this.ttlPos = b.i32(this.ttlPos, cap);
+    this.next = b.i32(this.next, cap);
+    this.fileSeq = b.i32(this.fileSeq, cap);
+    this.fileBytes = b.u32(this.fileBytes, cap);
+    this.payloads.growSlots(cap, b);
+    this.results.growSlots(cap, b);
+    this.uuidCol = b.u8(this.uuidCol, cap * UUID_BYTES);
+    this.maxAttempts = b.u8(this.maxAttempts, cap);
+    this.maxFails = b.u8(this.maxFails, cap);
+    this.attempts = b.u8(this.attempts, cap);
+    this.jobState = b.u8(this.jobState, cap);
+    this.where = b.u8(this.where, cap);
     this.cap = cap;
   }
 }
