@@ -105,6 +105,9 @@ export interface PhaseReport {
   latencyUs: { put: LatencySummary; reserve: LatencySummary; delete: LatencySummary };
   generatorCpu: CpuFigures & { userS: number; systemS: number };
   serverCpu: CpuFigures | null;
+  /** The server's RSS when the measured window opened and closed: growth over a long run at a
+   *  steady state is a leak (a soak is just a long run: `cycle -d 600`). */
+  serverRss: { startBytes: number; endBytes: number } | null;
   /**
    * CPU used on this machine by everything else (neither the generator nor the server), and
    * time stolen by the hypervisor: a busy neighbour makes a run untrustworthy.
@@ -158,6 +161,7 @@ export interface LoadResult {
   latencyUs: PhaseReport['latencyUs'];
   generatorCpu: PhaseReport['generatorCpu'];
   serverCpu: CpuFigures | null;
+  serverRss: PhaseReport['serverRss'];
   otherCpu: PhaseReport['otherCpu'];
   timeline: TimelineSample[];
   phases: PhaseReport[];
@@ -261,6 +265,7 @@ export async function runLoad(partial: Partial<LoadOptions>, hooks: LoadHooks = 
       latencyUs: r.latencyUs,
       generatorCpu: r.generatorCpu,
       serverCpu: r.serverCpu,
+      serverRss: r.serverRss,
       otherCpu: r.otherCpu,
       timeline: r.timeline,
       phases: phases.map((p) => p.report),
@@ -343,16 +348,24 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
   // CPU is read when the measured window opens and closes, from timers on this thread.
   let cpuAtStart = cpuAtGo;
   let serverCpuAtStart = serverCpuAtGo;
+  let serverRssAtStart = serverPid === null ? null : processRssBytes(serverPid);
   let machineAtStart = machineAtGo;
   interface EndMark {
     cpu: NodeJS.CpuUsage;
     serverCpuS: number | null;
+    serverRss: number | null;
     machine: ReturnType<typeof machineCpuS>;
     epochMs: number;
   }
   let endMark: EndMark | null = null;
   const markEnd = (): EndMark => {
-    endMark = { cpu: process.cpuUsage(), serverCpuS: serverPid === null ? null : processCpuS(serverPid), machine: machineCpuS(), epochMs: epochNowMs() };
+    endMark = {
+      cpu: process.cpuUsage(),
+      serverCpuS: serverPid === null ? null : processCpuS(serverPid),
+      serverRss: serverPid === null ? null : processRssBytes(serverPid),
+      machine: machineCpuS(),
+      epochMs: epochNowMs(),
+    };
     return endMark;
   };
   const timers: NodeJS.Timeout[] = [];
@@ -361,6 +374,7 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
       setTimeout(() => {
         cpuAtStart = process.cpuUsage();
         serverCpuAtStart = serverPid === null ? null : processCpuS(serverPid);
+        serverRssAtStart = serverPid === null ? null : processRssBytes(serverPid);
         machineAtStart = machineCpuS();
         jobsAtMeasureStart = sumThreadCounter(cb, kThreadJobs);
       }, plan.warmupMs),
@@ -495,6 +509,7 @@ async function runPhase(pool: Piscina, plan: PhasePlan, nonce: string, serverPid
     latencyUs: { put: hPut.summary(), reserve: hReserve.summary(), delete: hDelete.summary() },
     generatorCpu: { userS, systemS, cpuS: userS + systemS, shareOfOneCore: (userS + systemS) / cpuWindowS },
     serverCpu: serverCpuS === null ? null : { cpuS: serverCpuS, shareOfOneCore: serverCpuS / cpuWindowS },
+    serverRss: serverRssAtStart !== null && end.serverRss !== null ? { startBytes: serverRssAtStart, endBytes: end.serverRss } : null,
     otherCpu,
     timeline,
     totals: {

@@ -72,6 +72,10 @@ export function formatReport(r: LoadResult): string {
   if (r.otherCpu && r.otherCpu.stealS > 0.05 * r.elapsedS) {
     lines.push(`  warning      the hypervisor stole ${r.otherCpu.stealS.toFixed(2)} s of CPU during the run`);
   }
+  if (r.serverRss && !r.memory) {
+    const grew = r.serverRss.endBytes - r.serverRss.startBytes;
+    lines.push(`  server RSS   ${fmtBytes(r.serverRss.startBytes)} → ${fmtBytes(r.serverRss.endBytes)} over the measured window (${grew >= 0 ? '+' : '−'}${fmtBytes(Math.abs(grew))})`);
+  }
   if (r.memory) {
     lines.push(
       `  memory       server RSS ${fmtBytes(r.memory.rssBeforeBytes)} → ${fmtBytes(r.memory.rssAfterBytes)} for ${fmtInt(r.memory.jobs)} jobs = ${r.memory.bytesPerJob.toFixed(0)} bytes/job`,

@@ -21,6 +21,7 @@ import {
 } from '../../bench/loadgen/scanner.ts';
 import { JobIds, makeAddTemplate, WorkqReplyScanner } from '../../bench/loadgen/workq.ts';
 import { runLoad } from '../../bench/loadgen/run.ts';
+import { formatReport } from '../../bench/report/text.ts';
 import { beanstalkdSpec, startServer, type RunningServer } from '../../bench/suite/servers.ts';
 
 // Every reply shape the generator can meet, including bodies that hold CRLF and a zero-length body.
@@ -346,6 +347,9 @@ describe.skipIf(beanstalkd === null)('against beanstalkd', () => {
     expect(r.verify.deletedOnce).toBe(r.verify.inserted);
     expect(r.latencyUs.put.count).toBeGreaterThan(0);
     expect(r.serverPid).toBe(server.pid);
+    expect(r.serverRss?.startBytes).toBeGreaterThan(0);
+    expect(r.serverRss?.endBytes).toBeGreaterThan(0);
+    expect(formatReport(r)).toMatch(/server RSS {3}\S+ .*→ .* over the measured window \([+−]/);
   });
 
   it('drains a pre-filled queue over two threads and several tubes (reserve mode)', async () => {

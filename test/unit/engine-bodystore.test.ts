@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BodyStore } from '../../workers/engine/bodystore.ts';
+import { BodyStore, DEFAULT_CHUNK_SIZE, MIN_CHUNK_SIZE } from '../../workers/engine/bodystore.ts';
 import { mulberry32 as rng } from '../support/prng.ts';
 
 // Body bytes derived from (slot, generation, len) so moved bodies can be verified exactly.
@@ -114,5 +114,64 @@ describe('BodyStore', () => {
       }
     }
     expect(s.compactions).toBeGreaterThan(0);
+  });
+
+  it('random churn with chunk sizes following the live bytes (64 B .. 4 KiB) keeps bytes intact and memory bounded', () => {
+    const r = rng(11);
+    const max = 4096;
+    const slots = 2000;
+    const s = new BodyStore(max, 16, 64);
+    s.growSlots(slots);
+    const gen = new Int32Array(slots);
+    const len = new Int32Array(slots).fill(-1);
+    let live = 0;
+    const sizesSeen = new Set<number>();
+    for (let step = 0; step < 60000; step++) {
+      // Phases that fill up and drain, so the chunk size climbs and falls again.
+      const filling = Math.floor(step / 10000) % 2 === 0;
+      const slot = Math.floor(r() * slots);
+      if (len[slot] < 0 && (filling ? r() < 0.9 : r() < 0.1)) {
+        const l = r() < 0.01 ? 5000 : Math.floor(r() * 60);
+        gen[slot]++;
+        s.put(slot, bodyFor(slot, gen[slot], l));
+        len[slot] = l;
+        live++;
+      } else if (len[slot] >= 0) {
+        s.free(slot);
+        len[slot] = -1;
+        live--;
+      }
+      sizesSeen.add(s.nextChunkSize());
+      if (step % 500 === 0) {
+        s.check(live);
+        for (let i = 0; i < slots; i++) if (len[i] >= 0) expect(s.get(i)).toEqual(bodyFor(i, gen[i], len[i]));
+        expect(s.heldBytes).toBeLessThanOrEqual(4 * s.liveBytes + 3 * max);
+      }
+    }
+    expect([...sizesSeen].sort((a, b) => a - b)[0]).toBeLessThan(max / 4);
+    expect(sizesSeen.has(max)).toBe(true);
+    expect(s.compactions).toBeGreaterThan(0);
+  });
+
+  it('a busy store holding few bodies keeps small chunks; a large backlog gets the big ones', () => {
+    const s = new BodyStore(); // 32 MiB at most, 1 MiB at least
+    s.growSlots(200_000);
+    const body = new Uint8Array(100).fill(7);
+    // 2M puts and frees with at most 1,000 bodies held (104 KB): 200 MB pass through.
+    for (let i = 0; i < 2_000_000; i++) {
+      const slot = i % 1000;
+      if (i >= 1000) s.free(slot);
+      s.put(slot, body);
+    }
+    s.check(1000);
+    expect(s.nextChunkSize()).toBe(MIN_CHUNK_SIZE);
+    expect(s.heldBytes).toBeLessThanOrEqual(3 * MIN_CHUNK_SIZE); // current + spare (+ one retiring)
+    for (let i = 0; i < 1000; i++) s.free(i);
+    // A backlog of 200k bodies of 1 KiB (~205 MB): chunks grow to the maximum.
+    const kb = new Uint8Array(1024).fill(3);
+    for (let slot = 0; slot < 200_000; slot++) s.put(slot, kb);
+    expect(s.nextChunkSize()).toBe(DEFAULT_CHUNK_SIZE);
+    expect(s.heldBytes).toBeLessThanOrEqual(s.liveBytes + 2 * DEFAULT_CHUNK_SIZE);
+    s.check(200_000);
   });
 });

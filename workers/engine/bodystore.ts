@@ -6,6 +6,11 @@
 // Chunks are bump-allocated. A chunk whose live bytes drop to 0 is dropped (one is kept as a
 // spare); a retired chunk whose live fraction falls below 1/4 is compacted: its live bodies are
 // copied into the current chunk. So at most ~4x the live bytes are ever held, plus two chunks.
+//
+// Chunk size follows the live bytes: a new chunk is the smallest power of two from MIN_CHUNK_SIZE
+// up to `chunkSize` that is at least a quarter of them. A busy queue holding few jobs keeps its
+// current and spare chunks small (the bump pointer walks through every page of a chunk, so each
+// costs its full size in RSS), while a large backlog gets big chunks (see DEFAULT_CHUNK_SIZE).
 
 import { type ColumnBlock, growI32, growU32 } from './columns.ts';
 
@@ -14,6 +19,8 @@ import { type ColumnBlock, growI32, growU32 } from './columns.ts';
 // 4 MiB chunks came from the thread's malloc arena, which kept their holes (~33 B per job at
 // 1M 100-byte jobs). Compaction copies at most a quarter of a chunk.
 export const DEFAULT_CHUNK_SIZE = 32 << 20;
+/** The smallest chunk made while few bodies are held. */
+export const MIN_CHUNK_SIZE = 1 << 20;
 /** Bytes of per-slot location columns. */
 export const SLOT_BYTES = 12;
 const DEAD = 0x80000000;
@@ -46,16 +53,21 @@ export class BodyStore {
   private freeChunkIds: number[] = [];
   private spare: Chunk | null = null;
   private cur: number;
+  private readonly minChunk: number;
+  private live = 0; // bytes of live records over all chunks
+  private compacting = false;
   /** Number of compactions so far (observable for tests and stats). */
   compactions = 0;
 
-  constructor(chunkSize = DEFAULT_CHUNK_SIZE, slots = 16) {
+  constructor(chunkSize = DEFAULT_CHUNK_SIZE, slots = 16, minChunkSize = MIN_CHUNK_SIZE) {
     if (chunkSize < 64 || chunkSize % 4 !== 0) throw new RangeError(`bad chunk size ${chunkSize}`);
     this.chunkSize = chunkSize;
+    if (minChunkSize < 64 || minChunkSize % 4 !== 0) throw new RangeError(`bad min chunk size ${minChunkSize}`);
+    this.minChunk = Math.min(minChunkSize, chunkSize);
     this.chunkOf = new Int32Array(slots).fill(-1);
     this.offOf = new Uint32Array(slots);
     this.lenOf = new Uint32Array(slots);
-    this.cur = this.newChunk(chunkSize);
+    this.cur = this.newChunk(this.minChunk);
   }
 
   /** Makes room for slot numbers below `slots`; the columns are carved from `block` when the
@@ -101,6 +113,7 @@ export class BodyStore {
     const size = recordSize(this.lenOf[slot]);
     c.words[this.offOf[slot] >> 2] = (DEAD | size) >>> 0;
     c.live -= size;
+    this.live -= size;
     this.chunkOf[slot] = -1;
     if (cid === this.cur) {
       if (c.live === 0) c.used = 0; // current chunk emptied: just rewind
@@ -113,9 +126,15 @@ export class BodyStore {
 
   /** Bytes of live records (bodies + headers + padding). */
   get liveBytes(): number {
-    let n = 0;
-    for (const c of this.chunks) if (c) n += c.live;
-    return n;
+    return this.live;
+  }
+
+  /** Size of the next regular chunk: a power of two >= a quarter of the live bytes, within
+   *  [min(MIN_CHUNK_SIZE, chunkSize), chunkSize]. */
+  nextChunkSize(): number {
+    let size = this.minChunk;
+    while (size < this.chunkSize && size * 4 < this.live) size *= 2;
+    return Math.min(size, this.chunkSize);
   }
 
   /** Bytes of chunk memory held (including the spare). */
@@ -177,10 +196,13 @@ export class BodyStore {
   private place(slot: number, data: Uint8Array): void {
     const size = recordSize(data.length);
     let cid: number;
-    if (size > this.chunkSize) {
+    const cur = this.chunks[this.cur] as Chunk;
+    if (cur.used + size <= cur.buf.length) {
+      cid = this.cur;
+    } else if (size > this.nextChunkSize()) {
       cid = this.newChunk(size); // a body bigger than a chunk gets a chunk of its own
     } else {
-      if (this.chunks[this.cur]!.used + size > this.chunkSize) this.rollOver();
+      this.rollOver();
       cid = this.cur;
     }
     const c = this.chunks[cid] as Chunk;
@@ -189,26 +211,28 @@ export class BodyStore {
     c.buf.set(data, off + 4);
     c.used += size;
     c.live += size;
+    this.live += size;
     this.chunkOf[slot] = cid;
     this.offOf[slot] = off;
     this.lenOf[slot] = data.length;
   }
 
   // Retires the current chunk and starts a fresh one. A retired chunk that is already mostly
-  // dead is compacted right away, since no later free might ever trigger it.
+  // dead is compacted right away, since no later free might ever trigger it (but not during a
+  // compaction: a later free in it, or the next roll-over, does it then).
   private rollOver(): void {
     const old = this.cur;
-    this.cur = this.newChunk(this.chunkSize);
+    this.cur = this.newChunk(this.nextChunkSize());
     const c = this.chunks[old] as Chunk;
     if (c.live === 0) this.dropChunk(old);
-    else if (c.live * 4 < c.used) this.compact(old);
+    else if (c.live * 4 < c.used && !this.compacting) this.compact(old);
   }
 
-  // Copies the live records of chunk `cid` into the current chunk, then drops it. Its live
-  // bytes are < 1/4 chunk, so at most one roll-over happens meanwhile (and that one compacts
-  // into an empty chunk, which cannot roll over again).
+  // Copies the live records of chunk `cid` into the current chunk (rolling over as needed;
+  // chunk sizes vary, so that may take more than one), then drops it.
   private compact(cid: number): void {
     const c = this.chunks[cid] as Chunk;
+    this.compacting = true;
     for (let off = 0; off < c.used; ) {
       const h = c.words[off >> 2];
       if (h >= DEAD) {
@@ -216,18 +240,21 @@ export class BodyStore {
         continue;
       }
       const len = this.lenOf[h];
+      const size = recordSize(len);
       this.chunkOf[h] = -1;
+      c.live -= size;
+      this.live -= size;
       this.place(h, c.buf.subarray(off + 4, off + 4 + len));
-      off += recordSize(len);
+      off += size;
     }
-    c.live = 0;
+    this.compacting = false;
     this.compactions++;
     this.dropChunk(cid);
   }
 
   private newChunk(size: number): number {
     let c: Chunk;
-    if (size === this.chunkSize && this.spare) {
+    if (this.spare && this.spare.buf.length === size) {
       c = this.spare;
       this.spare = null;
     } else {
@@ -244,6 +271,7 @@ export class BodyStore {
     const c = this.chunks[cid] as Chunk;
     this.chunks[cid] = null;
     this.freeChunkIds.push(cid);
-    if (c.buf.length === this.chunkSize && !this.spare) this.spare = c; // keep one to avoid churn
+    // Keep one to avoid churn, if it is the size the next chunk will be.
+    if (!this.spare && c.buf.length === this.nextChunkSize()) this.spare = c;
   }
 }
