@@ -219,7 +219,7 @@ export class BodyStore {
 
   // Retires the current chunk and starts a fresh one. A retired chunk that is already mostly
   // dead is compacted right away, since no later free might ever trigger it (but not during a
-  // compaction: a later free in it, or the next roll-over, does it then).
+  // compaction: a later free in it does it then).
   private rollOver(): void {
     const old = this.cur;
     this.cur = this.newChunk(this.nextChunkSize());

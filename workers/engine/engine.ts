@@ -43,8 +43,8 @@ export const TOTALS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', 'curr
 const NIL = -1;
 const EMPTY = new Uint8Array(0);
 
-/** Bytes of engine column storage per job slot (see grow()); the body store adds 12 more. */
-/** (Without a write-ahead log; with one, fileSeq adds 4 more.) */
+/** Bytes of engine column storage per job slot (see grow()), without a write-ahead log (its
+ *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. */
 export const COLUMN_BYTES_PER_SLOT = 8 + 4 + 1 + 4 + 4 + 4 + 8 + 8 + COUNTERS + 4 + 4 + 2 * 4;
 
 /**
