@@ -105,8 +105,8 @@ export interface PhaseReport {
   latencyUs: { put: LatencySummary; reserve: LatencySummary; delete: LatencySummary };
   generatorCpu: CpuFigures & { userS: number; systemS: number };
   serverCpu: CpuFigures | null;
-  /** The server's RSS when the measured window opened and closed: growth over a long run at a
-   *  steady state is a leak (a soak is just a long run: `cycle -d 600`). */
+  /** The server's RSS when the measured window opened and closed; a long run is a soak
+   *  (`cycle -d 600`), where growth that never levels off points to a leak. */
   serverRss: { startBytes: number; endBytes: number } | null;
   /**
    * CPU used on this machine by everything else (neither the generator nor the server), and
@@ -549,8 +549,8 @@ function sleep(ms: number): Promise<void> {
  * The server's RSS once it holds the `jobs` just acknowledged and its memory has settled. A
  * server may acknowledge a put before storing it (shardstalk answers puts before its shard has
  * applied them), so a beanstalk server is first asked (`stats`) until it reports them all; then
- * RSS is sampled every 200 ms until two samples agree within 1% (at most 3 s), so garbage from
- * the fill that the server is about to free is not counted as memory per job.
+ * RSS is sampled every 200 ms until two samples agree within 1% (at most 3 s), so the figure is
+ * not read while the server is still storing or freeing what the fill left.
  */
 async function settledRss(host: string, port: number, protocol: 'beanstalk' | 'workq', pid: number, jobs: number): Promise<number | null> {
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -438,6 +438,24 @@ describe.skipIf(beanstalkd === null)('against beanstalkd', () => {
     }
   });
 
+  it('mem mode waits until shardstalk holds every acknowledged job, then reports RSS per job', async () => {
+    const { shardstalkSpec } = await import('../../bench/suite/servers.ts');
+    const { queryServer, parseStats } = await import('../../bench/loadgen/procfs.ts');
+    const server = await startServer(shardstalkSpec(2));
+    try {
+      const r = await runLoad({ port: server.port, mode: 'mem', jobs: 30_000, connections: 4, pipeline: 64 });
+      expect(r.failures).toEqual([]);
+      expect(r.memory?.jobs).toBe(30_000);
+      expect(r.memory!.rssAfterBytes).toBeGreaterThan(r.memory!.rssBeforeBytes);
+      expect(r.memory!.bytesPerJob).toBeGreaterThan(100); // at least the bodies
+      expect(formatReport(r)).toMatch(/memory {7}server RSS .* for 30,000 jobs = \d+ bytes\/job/);
+      const st = parseStats((await queryServer('127.0.0.1', server.port, 'stats')).body);
+      expect(Number(st['current-jobs-ready'])).toBe(30_000);
+    } finally {
+      await server.stop();
+    }
+  });
+
   it('fails loudly when nothing listens on the port', async () => {
     const { freePort } = await import('../../bench/suite/servers.ts');
     const port = await freePort();
