@@ -54,7 +54,6 @@ export class BodyStore {
   private spare: Chunk | null = null;
   private cur: number;
   private readonly minChunk: number;
-  private live = 0; // bytes of live records over all chunks
   private compacting = false;
   /** Number of compactions so far (observable for tests and stats). */
   compactions = 0;
@@ -113,7 +112,6 @@ export class BodyStore {
     const size = recordSize(this.lenOf[slot]);
     c.words[this.offOf[slot] >> 2] = (DEAD | size) >>> 0;
     c.live -= size;
-    this.live -= size;
     this.chunkOf[slot] = -1;
     if (cid === this.cur) {
       if (c.live === 0) c.used = 0; // current chunk emptied: just rewind
@@ -126,14 +124,17 @@ export class BodyStore {
 
   /** Bytes of live records (bodies + headers + padding). */
   get liveBytes(): number {
-    return this.live;
+    let n = 0;
+    for (const c of this.chunks) if (c) n += c.live;
+    return n;
   }
 
   /** Size of the next regular chunk: a power of two >= a quarter of the live bytes, within
-   *  [min(MIN_CHUNK_SIZE, chunkSize), chunkSize]. */
+   *  [min(MIN_CHUNK_SIZE, chunkSize), chunkSize]. Asked only when a chunk fills or empties. */
   nextChunkSize(): number {
+    const live = this.liveBytes;
     let size = this.minChunk;
-    while (size < this.chunkSize && size * 4 < this.live) size *= 2;
+    while (size < this.chunkSize && size * 4 < live) size *= 2;
     return Math.min(size, this.chunkSize);
   }
 
@@ -211,7 +212,6 @@ export class BodyStore {
     c.buf.set(data, off + 4);
     c.used += size;
     c.live += size;
-    this.live += size;
     this.chunkOf[slot] = cid;
     this.offOf[slot] = off;
     this.lenOf[slot] = data.length;
@@ -243,7 +243,6 @@ export class BodyStore {
       const size = recordSize(len);
       this.chunkOf[h] = -1;
       c.live -= size;
-      this.live -= size;
       this.place(h, c.buf.subarray(off + 4, off + 4 + len));
       off += size;
     }
