@@ -22,7 +22,8 @@ import {
 import { JobIds, makeAddTemplate, WorkqReplyScanner } from '../../bench/loadgen/workq.ts';
 import { runLoad } from '../../bench/loadgen/run.ts';
 import { formatReport } from '../../bench/report/text.ts';
-import { beanstalkdSpec, startServer, type RunningServer } from '../../bench/suite/servers.ts';
+import { parseStats, queryServer } from '../../bench/loadgen/procfs.ts';
+import { beanstalkdSpec, shardstalkSpec, startServer, type RunningServer } from '../../bench/suite/servers.ts';
 
 // Every reply shape the generator can meet, including bodies that hold CRLF and a zero-length body.
 const BODY = 'a1b2c3d4:00000000042.....';
@@ -439,8 +440,6 @@ describe.skipIf(beanstalkd === null)('against beanstalkd', () => {
   });
 
   it('mem mode waits until shardstalk holds every acknowledged job, then reports RSS per job', async () => {
-    const { shardstalkSpec } = await import('../../bench/suite/servers.ts');
-    const { queryServer, parseStats } = await import('../../bench/loadgen/procfs.ts');
     const server = await startServer(shardstalkSpec(2));
     try {
       const r = await runLoad({ port: server.port, mode: 'mem', jobs: 30_000, connections: 4, pipeline: 64 });
