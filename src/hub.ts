@@ -15,7 +15,6 @@ import type { WorkqSession } from './proto/workq/session.ts';
 import { WorkqRouter } from './route/workq.ts';
 import { Coordinator } from './route/coordinator.ts';
 import { ReadyCounts } from './route/readycount.ts';
-import { REPLY_TIMED_OUT } from './proto/beanstalk/replies.ts';
 import { JobShardMap } from './route/jobmap.ts';
 import { ShardPool } from './route/shards.ts';
 import { TubeRegistry } from './route/tubes.ts';
@@ -239,10 +238,11 @@ export class Hub {
           sess.reserved(seq, buf, at);
           if (t !== undefined && buf.readUInt32LE(at + 16) !== 0) this.coordinator.tubeReady(t);
         } else {
-          // Cannot happen while ReadyCounts stays a lower bound; never leave the client hanging.
+          // Cannot happen while ReadyCounts stays a lower bound (see its proof). Should it all
+          // the same, the reserve goes on as an ordinary one; the shard echoes its timeout.
           this.certainMisses++;
           this.onCertainMiss(sess.connId);
-          sess.complete(seq, REPLY_TIMED_OUT);
+          sess.certainMissed(seq, buf.readUInt32LE(at + 16) !== 0 ? -1 : buf.readUInt32LE(at + 12));
         }
         return;
       }

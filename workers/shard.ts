@@ -219,13 +219,17 @@ function handle(buf: Buffer, at: number, now: number): void {
       return;
     }
     case OP_RESERVE: {
+      // id: the instant a reserve sent as certain left the main thread (0 otherwise): pauses are
+      // judged as the main thread judged them (a clock stepping back cannot make it miss).
+      // b, c: its timeout and whether it has none, echoed if it finds nothing.
       const tubes = readTubes(buf, at, a);
-      const got = engine.reserveBest(tubes, a, conn, now);
+      const asOf = id > now ? id : now;
+      const got = engine.reserveBest(tubes, a, conn, asOf);
       if (got === 0) {
-        out.header(R_NONE, 0, 0, 0, 0, 0, 0);
+        out.header(R_NONE, 0, 0, b, c, 0, 0);
         return;
       }
-      replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
+      replyJob(got, engine.peekBest(tubes, a, asOf) !== 0 ? 1 : 0, engine.deadlineOf(got));
       return;
     }
     case OP_RESERVE_BOUNDED: {
@@ -351,7 +355,9 @@ function handle(buf: Buffer, at: number, now: number): void {
       replyNums(10);
       return;
     case OP_PAUSE_TUBE:
-      engine.pauseTube(a, b, now);
+      // The pause counts from the instant the main thread sent it (id), where reserves sent as
+      // certain are judged by the same clock reading (ReadyCounts).
+      engine.pauseTube(a, b, id);
       out.header(R_OK, 0, 0, 0, 0, 0, 0);
       return;
     case OP_DROP_TUBE:

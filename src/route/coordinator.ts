@@ -31,18 +31,12 @@ export class Coordinator {
 
   /** Try to reserve a job for `s` (a fresh reserve, or a waiter that was woken). */
   attempt(s: Session, fromWait: boolean): void {
-    this.debit(s);
     s.attempting = true;
     s.attemptFromWait = fromWait;
     s.attemptEpoch = this.epoch;
     const { shards, tubes } = s.tubesByShard();
-    const pool = this.hub.pool;
     if (shards.length === 1) {
-      const shard = shards[0];
-      const list = tubes[shard];
-      const w = pool.request(shard, K_RESERVE, s, 0);
-      w.header(OP_RESERVE, list.length * 4, s.connId, list.length, 0, 0, 0);
-      for (const t of list) w.u32(t);
+      this.take(s, shards[0], K_RESERVE, OP_RESERVE, 0, 0);
       return;
     }
     s.gatherLeft = shards.length;
@@ -51,10 +45,26 @@ export class Coordinator {
     s.boundId = 0;
     for (const shard of shards) {
       const list = tubes[shard];
-      const w = pool.request(shard, K_PEEK_BEST, s, 0);
+      const w = this.hub.pool.request(shard, K_PEEK_BEST, s, 0);
       w.header(OP_PEEK_BEST, list.length * 4, s.connId, list.length, 0, 0, 0);
       for (const t of list) w.u32(t);
     }
+  }
+
+  /**
+   * Sends the request that reserves for `s` on `shard` (a reserve, or a bounded reserve under
+   * (pri, id)): a taker of each watched tube of that shard, as ReadyCounts' rule 2 says, until
+   * its answer is read (settle).
+   */
+  private take(s: Session, shard: number, kind: number, op: number, pri: number, id: number): void {
+    const counts = this.hub.readyCounts;
+    for (const t of s.watch.items) {
+      if (t.shard === shard && counts.taker(t)) s.blindTubes.push(t);
+    }
+    const list = s.tubesByShard().tubes[shard];
+    const w = this.hub.pool.request(shard, kind, s, 0);
+    w.header(op, list.length * 4, s.connId, list.length, pri, 0, id);
+    for (const t of list) w.u32(t);
   }
 
   /** Replies to K_RESERVE, K_PEEK_BEST and K_RESERVE_IF_READY. */
@@ -81,22 +91,19 @@ export class Coordinator {
       if (--s.gatherLeft > 0) return;
       if (s.closed) {
         s.attempting = false;
-        this.settle(s);
         return;
       }
       if (s.bestId === 0) {
         this.none(s);
         return;
       }
-      const list = s.tubesByShard().tubes[s.bestShard];
-      const w = this.hub.pool.request(s.bestShard, K_RESERVE_IF_READY, s, 0);
-      w.header(OP_RESERVE_BOUNDED, list.length * 4, s.connId, list.length, s.boundPri, 0, s.boundId);
-      for (const t of list) w.u32(t);
+      this.take(s, s.bestShard, K_RESERVE_IF_READY, OP_RESERVE_BOUNDED, s.boundPri, s.boundId);
       return;
     }
+    // K_RESERVE or K_RESERVE_IF_READY: the taking request is answered.
+    this.settle(s);
     if (rk === R_JOB) {
       s.attempting = false;
-      this.settle(s);
       // A job reserved for a connection that has gone is given back by the release request
       // its close queued behind this one.
       if (s.closed) return;
@@ -110,45 +117,24 @@ export class Coordinator {
       return;
     }
     if (kind === K_RESERVE_IF_READY && !s.closed) {
-      // attempt() gives back what this one held.
-      // That shard's best no longer beats the others (taken meanwhile): ask again.
+      // That shard's best no longer beats the others (taken meanwhile): ask again. The next
+      // taking request is a taker of its own (ReadyCounts' rule 2).
       this.attempt(s, s.attemptFromWait);
       return;
     }
     this.none(s);
   }
 
-  /**
-   * ReadyCounts: a reserve takes one count of each watched tube that has some (it will take a
-   * job from one of them, which one is the shard's choice) and is a blind reserve of the others
-   * until it is over. Counts are never given back: a blind reserve may have taken the very job a
-   * count stood for meanwhile, so giving back could count a job that is gone. A retry of the
-   * same reserve keeps what it holds.
-   */
-  private debit(s: Session): void {
-    if (s.debitTubes.length > 0 || s.blindTubes.length > 0) return;
-    const counts = this.hub.readyCounts;
-    for (const t of s.watch.items) {
-      if (counts.take(t)) {
-        s.debitTubes.push(t);
-      } else {
-        t.blindReserves++;
-        s.blindTubes.push(t);
-      }
-    }
-  }
-
-  /** The reserve is over (a job, nothing, or its connection gone). */
+  /** The taking request in flight for `s` is answered: it is no longer a blind taker. */
   private settle(s: Session): void {
-    s.debitTubes.length = 0;
-    for (const t of s.blindTubes) t.blindReserves--;
+    const counts = this.hub.readyCounts;
+    for (const t of s.blindTubes) counts.untake(t);
     s.blindTubes.length = 0;
   }
 
   /** Nothing ready for `s` right now. */
   private none(s: Session): void {
     s.attempting = false;
-    this.settle(s);
     if (s.closed) return;
     for (const t of s.watch.items) {
       if (t.readyEpoch > s.attemptEpoch) {

@@ -8,26 +8,48 @@
 // reserve could find nothing (and would have to wait, holding the connection) must the later
 // commands wait for its answer.
 //
-// The count must never be above the truth at the moment a reserve sent now reaches the shard:
-//  + a put with no delay, when it is sent (it reaches the shard before any later request);
-//  + a release to READY, a kick, a kick-job: when the shard says so, less one for every reserve
-//    in flight on that tube that held no count of it (a "blind" reserve, sent while the count
-//    was 0: it may have taken one of those jobs before the main thread heard of them);
-//  - every reserve takes one from each watched tube that has some, for good: it takes a job
-//    from one of them, and giving the others back could count a job a blind reserve took;
-//  - a command that may take a ready job the main thread cannot place (delete or reserve-job of
-//    a job this connection does not hold) resets every tube of that shard to zero (an epoch);
-//  ready jobs it hears of only roughly (a delay's end, a connection's jobs released on close) or
-//  that may be deleted unseen (a TTR expiry: the holder may be deleting the job as it expires)
-//  are not counted: under-counting only means less of this shortcut.
-// A paused tube offers nothing (a margin covers the shard applying the unpause a little later).
+// Why the count is never above the truth
+// --------------------------------------
+// Requests reach a shard in the order the main thread sends them, and the shard answers in the
+// order it reads them. Let R(t) be the ready jobs of tube t once its shard has applied every
+// request sent so far. The claim is count(t) <= R(t) at every moment; then a reserve sent now
+// finds at least count(t) jobs. Picture each unit of the count as a token standing on a distinct
+// ready job of t ("matched"); ready jobs without a token are "unmatched". Each rule keeps every
+// token on a distinct ready job:
+//
+//  1. A put without delay, when sent: +1. Its job is new and ready before any later request.
+//  2. A request that may take a ready job of t (any reserve whose tube list, sent to t's shard,
+//     holds t), when sent: -1 if the count is above 0 (`take`); else it is a "blind" taker of t
+//     (t.blindReserves) until its answer is read. A taker takes at most one job. If it takes a
+//     token's job, the token removed is that one, or the one removed moves onto it; if it takes an
+//     unmatched job, the removed token's job becomes unmatched. So a counted taker never lowers
+//     the number of unmatched jobs; only a blind one can, by one.
+//     This is per request sent: a multi-shard reserve that loses its bounded reserve and asks
+//     again is a new taker each time (the retry of #11 took a job counted by a put while it
+//     still counted as the first attempt's blind taker, and the count stayed 1 over nothing).
+//  3. A delete or reserve-job of a job the connection does not hold may take a ready job the
+//     main thread cannot place: every count of that shard drops to 0 (`reset`, an epoch).
+//  4. The shard says it made n jobs of t ready (a release, a kick, a kick-job): +n minus the
+//     blind takers of t in flight (`addLate`). Those n jobs were ready, unmatched, from the
+//     moment the request that made them was sent. Since then only blind takers sent after that
+//     request can have lowered the unmatched jobs, by one each, and they are all still in flight:
+//     the shard read them after that request, so it answers them after it. The tokens added
+//     earlier by other late additions stood on other unmatched jobs (same argument, in the order
+//     the answers come), so n - blind unmatched jobs remain for the new tokens.
+//  Jobs the shard readies on its own (a delay's end, a TTR's end, a connection's jobs released
+//  when it closes) only add unmatched jobs; they are not counted (under-counting only means less
+//  of this shortcut).
+//
+// A paused tube offers nothing. A pause's end is the instant the main thread computed when it
+// sent the pause (the record carries it), and a reserve sent as certain carries the instant it
+// was sent, so the shard judges the pause exactly as the main thread did.
+//
+// Should a reserve sent as certain find nothing all the same, it is not answered TIMED_OUT: the
+// connection carries it on as any reserve (Session.certainMissed); the server counts and logs it.
 
 import type { Tube } from './tubes.ts';
 
 type Counted = Pick<Tube, 'shard' | 'readyCount' | 'countEpoch' | 'pausedUntilMs' | 'blindReserves'>;
-
-/** How long after a pause's end the main thread still treats the tube as paused. */
-export const UNPAUSE_MARGIN_MS = 1000;
 
 export class ReadyCounts {
   private readonly epochs: Int32Array;
@@ -45,32 +67,48 @@ export class ReadyCounts {
     return t.readyCount;
   }
 
-  /** `n` jobs of `t` are ready before any reserve sent from now on reaches the shard (a put). */
+  /** Rule 1: `n` jobs of `t` are ready before any request sent from now on reaches the shard. */
   add(t: Counted, n: number): void {
     this.of(t);
     t.readyCount += n;
   }
 
-  /** The shard made `n` jobs of `t` ready a while ago (its reply to a release, kick, kick-job). */
+  /** Rule 4: the shard made `n` jobs of `t` ready (its reply to a release, kick, kick-job). */
   addLate(t: Counted, n: number): void {
     this.of(t);
     if (n > t.blindReserves) t.readyCount += n - t.blindReserves;
   }
 
-  /** Takes one from `t` if it has one. */
+  /**
+   * Rule 2, for a request that may take a ready job of `t`, as it is sent: takes one from the
+   * count, or, if there is none, counts the request as a blind taker of `t` until `untake`.
+   * Returns whether it was blind.
+   */
+  taker(t: Counted): boolean {
+    if (this.take(t)) return false;
+    t.blindReserves++;
+    return true;
+  }
+
+  /** The answer to a blind taker of `t` has been read. */
+  untake(t: Counted): void {
+    t.blindReserves--;
+  }
+
+  /** Takes one from `t` if it has one (a taker whose count is known to be above 0). */
   take(t: Counted): boolean {
     if (this.of(t) === 0) return false;
     t.readyCount--;
     return true;
   }
 
-  /** A ready job of some tube of `shard` may be gone: forget every count there. */
+  /** Rule 3: a ready job of some tube of `shard` may be gone: forget every count there. */
   reset(shard: number): void {
     this.epochs[shard]++;
   }
 
-  /** Whether a reserve on `t` alone is certain to find a job. */
+  /** Whether a reserve on `t` alone, sent at `nowMs`, is certain to find a job. */
   certain(t: Counted, nowMs: number): boolean {
-    return nowMs >= t.pausedUntilMs + UNPAUSE_MARGIN_MS && this.of(t) > 0;
+    return nowMs >= t.pausedUntilMs && this.of(t) > 0;
   }
 }

@@ -21,7 +21,7 @@ export const HEADER_BYTES = 32;
 // Requests, main -> shard. Every request gets exactly one reply, in order, so the main thread
 // matches replies to requests with a FIFO per shard instead of tags.
 export const OP_PUT = 1; //            conn, a=tube, b=pri, c=delaySec, id; payload: u32 ttr, body
-export const OP_RESERVE = 2; //        conn, a=tube count; payload u32[count] tube ids
+export const OP_RESERVE = 2; //        conn, a=tube count, b/c=timeout/none (echoed in R_NONE a/b), id=sent at (ms, or 0); payload u32[count] tube ids
 export const OP_PEEK_BEST = 3; //      a=tube count; payload u32[count]
 // 4 was OP_RESERVE_IF_READY (reserve a peeked job by id), replaced by OP_RESERVE_BOUNDED.
 export const OP_RESERVE_JOB = 5; //    conn, id
@@ -38,7 +38,7 @@ export const OP_PEEK_BURIED = 15; //   a=tube
 export const OP_STATS_JOB = 16; //     id
 export const OP_STATS_TUBE = 17; //    a=tube
 export const OP_TOTALS = 18; //
-export const OP_PAUSE_TUBE = 19; //    a=tube, b=delaySec
+export const OP_PAUSE_TUBE = 19; //    a=tube, b=delaySec, id=sent at (ms): the pause counts from then
 export const OP_DROP_TUBE = 20; //     a=tube
 export const OP_RELEASE_CONN = 21; //  conn
 export const OP_SHUTDOWN = 22; //

@@ -147,4 +147,33 @@ describe.each([1, 4])('certain reserves, %i shard(s): what makes a count wrong',
     }
     expect(server.hub.certainMisses).toBe(0);
   });
+
+  it('a reserve sent as certain that finds nothing after all is carried on as an ordinary reserve', async () => {
+    const { server, a, b } = await setup();
+    // Make the count lie (only a bug could): tube t claims a ready job it does not have.
+    const t = server.hub.tubes.find('t');
+    expect(t).toBeDefined();
+    server.hub.readyCounts.add(t!, 1);
+    // A plain reserve waits rather than answering TIMED_OUT, and gets the next job put.
+    await a.send('reserve\r\n');
+    await waitFor(() => server.hub.certainMisses === 1 && server.hub.waitingCount === 1);
+    expect(await b.request('put 0 0 60 1\r\ny')).toBe('INSERTED 1\r\n');
+    expect(await a.readReply()).toBe('RESERVED 1 1\r\ny\r\n');
+    // A reserve with a timeout times out by its own timeout, not at once; what follows it is
+    // answered after it.
+    server.hub.readyCounts.add(t!, 1);
+    await a.send('reserve-with-timeout 1\r\nlist-tube-used\r\n');
+    await waitFor(() => server.hub.certainMisses === 2 && server.hub.waitingCount === 1);
+    expect(await a.readReply()).toBe('TIMED_OUT\r\n');
+    expect(await a.readReply()).toBe('USING default\r\n');
+  });
 });
+
+/** Polls `cond` until it holds (the server's own state), failing after `ms`. */
+async function waitFor(cond: () => boolean, ms = 5000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error('condition not reached');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { Coordinator } from '../../src/route/coordinator.ts';
 import { ReadyCounts } from '../../src/route/readycount.ts';
-import { K_PEEK_BEST, K_RESERVE_IF_READY } from '../../src/proto/beanstalk/kinds.ts';
+import { Tube } from '../../src/route/tubes.ts';
+import { K_PEEK_BEST, K_RESERVE, K_RESERVE_IF_READY } from '../../src/proto/beanstalk/kinds.ts';
 import { HEADER_BYTES, OP_PEEK_BEST, OP_RESERVE_BOUNDED, R_BEST, R_NONE, RecordWriter } from '../../src/shared/records.ts';
 
 interface Sent {
@@ -13,7 +14,7 @@ interface Sent {
   w: RecordWriter;
 }
 
-function setup(shardTubes: number[][]) {
+function setup(shardTubes: number[][], watched: Tube<never>[] = []) {
   const sent: Sent[] = [];
   const hub = {
     pool: {
@@ -32,8 +33,7 @@ function setup(shardTubes: number[][]) {
   const s = {
     connId: 7,
     closed: false,
-    watch: { items: [] as unknown[] },
-    debitTubes: [] as unknown[],
+    watch: { items: watched },
     blindTubes: [] as unknown[],
     tubesByShard: () => ({ shards, tubes: shardTubes }),
     reserveTimeoutSec: 0,
@@ -51,7 +51,7 @@ function setup(shardTubes: number[][]) {
     w.header(rk, 0, 0, 0, pri, 0, id);
     coord.reply(shard, kind, s as never, w.buf, 0);
   };
-  return { coord, s, sent, reply };
+  return { coord, s, sent, reply, counts: hub.readyCounts };
 }
 
 const op = (w: RecordWriter) => w.buf[4];
@@ -99,5 +99,39 @@ describe('Coordinator across shards', () => {
     reply(1, K_RESERVE_IF_READY, R_NONE);
     // Asked every shard again.
     expect(sent.slice(before).map((x) => [x.shard, op(x.w)])).toEqual([[0, OP_PEEK_BEST], [1, OP_PEEK_BEST]]);
+  });
+
+  it('a retry after a lost bounded reserve is a taker of its own: a put counted meanwhile is taken from the count (#11)', () => {
+    // Tubes a (shard 0) and b (shard 1), both counts 0. The reserve's first bounded reserve, on
+    // b, loses; meanwhile a put to a counts 1; the retry reserves on a and takes that very job.
+    const a = new Tube<never>('a', 1, 0);
+    const bt = new Tube<never>('b', 2, 1);
+    const { coord, s, sent, reply, counts } = setup([[1], [2]], [a, bt]);
+    coord.attempt(s as never, false);
+    reply(0, K_PEEK_BEST, R_NONE);
+    reply(1, K_PEEK_BEST, R_BEST, 5, 8);
+    expect(bt.blindReserves).toBe(1); // the bounded reserve on shard 1 is a blind taker of b
+    expect(a.blindReserves).toBe(0); // and of nothing on shard 0
+    counts.add(a, 1); // a put to a is sent
+    reply(1, K_RESERVE_IF_READY, R_NONE); // lost: start over
+    expect(bt.blindReserves).toBe(0);
+    reply(0, K_PEEK_BEST, R_BEST, 0, 9);
+    reply(1, K_PEEK_BEST, R_NONE);
+    const last = sent[sent.length - 1];
+    expect([last.shard, op(last.w)]).toEqual([0, OP_RESERVE_BOUNDED]);
+    // The bounded reserve on shard 0 may take the put's job: the count must not still say 1.
+    expect(counts.of(a)).toBe(0);
+    expect(a.blindReserves).toBe(0);
+  });
+
+  it('a blind taker stays blind until its answer, so a late addition meanwhile is discounted', () => {
+    const a = new Tube<never>('a', 1, 0);
+    const { coord, s, reply, counts } = setup([[1]], [a]);
+    coord.attempt(s as never, false); // one shard: a reserve at once, blind on a (count 0)
+    expect(a.blindReserves).toBe(1);
+    counts.addLate(a, 1); // a release answered meanwhile: the reserve may have taken it
+    expect(counts.of(a)).toBe(0);
+    reply(0, K_RESERVE, R_NONE);
+    expect(a.blindReserves).toBe(0);
   });
 });

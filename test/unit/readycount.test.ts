@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ReadyCounts, UNPAUSE_MARGIN_MS } from '../../src/route/readycount.ts';
+import { ReadyCounts } from '../../src/route/readycount.ts';
 import { Tube } from '../../src/route/tubes.ts';
 
 describe('ReadyCounts', () => {
@@ -38,14 +38,28 @@ describe('ReadyCounts', () => {
     expect(c.of(a)).toBe(1);
   });
 
-  it('a paused tube is not certain until a margin after its pause ends', () => {
+  it('a paused tube is certain again from the instant its pause ends (the shard judges by the same instant)', () => {
     const c = new ReadyCounts(1);
     const t = new Tube('a', 1, 0);
     c.add(t, 1);
     expect(c.certain(t, 1000)).toBe(true);
     t.pausedUntilMs = 5000;
-    expect(c.certain(t, 5000)).toBe(false);
-    expect(c.certain(t, 5000 + UNPAUSE_MARGIN_MS - 1)).toBe(false);
-    expect(c.certain(t, 5000 + UNPAUSE_MARGIN_MS)).toBe(true);
+    expect(c.certain(t, 4999)).toBe(false);
+    expect(c.certain(t, 5000)).toBe(true);
+  });
+
+  it('a taker takes from the count, or is blind while the count is 0 until its answer', () => {
+    const c = new ReadyCounts(1);
+    const t = new Tube('a', 1, 0);
+    c.add(t, 1);
+    expect(c.taker(t)).toBe(false); // counted
+    expect([c.of(t), t.blindReserves]).toEqual([0, 0]);
+    expect(c.taker(t)).toBe(true); // blind
+    expect(t.blindReserves).toBe(1);
+    c.addLate(t, 1); // the blind taker may have taken that job
+    expect(c.of(t)).toBe(0);
+    c.untake(t);
+    c.addLate(t, 1);
+    expect(c.of(t)).toBe(1);
   });
 });

@@ -100,10 +100,10 @@ export class Session extends Connection implements ParserSink {
   /** The best candidate of the other shards: the winner's shard must still beat it. */
   boundId = 0;
   boundPri = 0;
-  /** Tubes this reserve took a ReadyCounts count of. */
-  readonly debitTubes: Tube<Session>[] = [];
-  /** Watched tubes it holds no count of while in flight (their blindReserves). */
+  /** Watched tubes the taking request in flight is a blind taker of (ReadyCounts' rule 2). */
   readonly blindTubes: Tube<Session>[] = [];
+  /** Reserves sent as certain that found nothing, waiting their turn: seq, timeout (-1: none). */
+  private readonly missedReserves: number[] = [];
   // Watched tubes grouped by shard, rebuilt after watch/ignore.
   private shardTubes: number[][] | null = null;
   private shardList: number[] = [];
@@ -214,17 +214,16 @@ export class Session extends Connection implements ParserSink {
     const p = this.parser;
     switch (cmd) {
       case CMD_RESERVE:
-      case CMD_RESERVE_TIMEOUT:
+      case CMD_RESERVE_TIMEOUT: {
         if (!this.isWorker) {
           this.isWorker = true;
           hub.workers++;
         }
-        if (this.reserveCertain()) return;
-        this.reserveTimeoutSec = cmd === CMD_RESERVE ? -1 : p.timeoutSec;
-        this.reserveSeq = this.nextSeq();
-        this.block(B_RESERVE);
-        hub.coordinator.attempt(this, false);
+        const timeoutSec = cmd === CMD_RESERVE ? -1 : p.timeoutSec;
+        if (this.reserveCertain(timeoutSec)) return;
+        this.startReserve(this.nextSeq(), timeoutSec);
         return;
+      }
       case CMD_RESERVE_JOB:
         this.byId(OP_RESERVE_JOB, K_RESERVE_JOB, p.id, 0, 0);
         return;
@@ -338,9 +337,10 @@ export class Session extends Connection implements ParserSink {
           this.answer(REPLY_NOT_FOUND);
           return;
         }
+        const now = Date.now();
         const w = hub.pool.request(t.shard, K_PAUSE, this, this.nextSeq());
-        w.header(OP_PAUSE_TUBE, 0, this.connId, t.id, p.delaySec, 0, 0);
-        t.pausedUntilMs = Date.now() + p.delaySec * 1000;
+        w.header(OP_PAUSE_TUBE, 0, this.connId, t.id, p.delaySec, 0, now);
+        t.pausedUntilMs = now + p.delaySec * 1000;
         this.sent();
         return;
       }
@@ -386,19 +386,47 @@ export class Session extends Connection implements ParserSink {
    * A reserve on one tube that certainly has a ready job (ReadyCounts) and nobody waiting for it:
    * sent without holding the parser, so the commands after it follow it to the shards at once.
    * Nothing else can tell it apart: it reaches its shard after everything sent before it and
-   * before everything sent after, and it cannot have to wait or answer DEADLINE_SOON.
+   * before everything sent after, and it cannot have to wait or answer DEADLINE_SOON. The record
+   * carries the instant it was sent (the shard judges pauses by it) and its timeout (echoed if it
+   * finds nothing after all, see certainMissed).
    */
-  private reserveCertain(): boolean {
+  private reserveCertain(timeoutSec: number): boolean {
     if (this.watch.len !== 1) return false;
     const t = this.watch.items[0];
     const counts = this.hub.readyCounts;
-    if (t.waiting.len > 0 || !counts.certain(t, Date.now())) return false;
+    const now = Date.now();
+    if (t.waiting.len > 0 || !counts.certain(t, now)) return false;
     counts.take(t);
     const w = this.hub.pool.request(t.shard, K_RESERVE_SPEC, this, this.nextSeq());
-    w.header(OP_RESERVE, 4, this.connId, 1, 0, 0, 0);
+    w.header(OP_RESERVE, 4, this.connId, 1, timeoutSec < 0 ? 0 : timeoutSec, timeoutSec < 0 ? 1 : 0, now);
     w.u32(t.id);
     this.sent();
     return true;
+  }
+
+  /** A reserve that may have to wait: it holds the parser until it is answered. */
+  private startReserve(seq: number, timeoutSec: number): void {
+    this.reserveTimeoutSec = timeoutSec;
+    this.reserveSeq = seq;
+    this.block(B_RESERVE);
+    this.hub.coordinator.attempt(this, false);
+  }
+
+  /**
+   * A reserve sent as certain found nothing (ReadyCounts is a lower bound, so this is a bug; the
+   * hub counts and logs it). It is not answered TIMED_OUT: it becomes an ordinary reserve, which
+   * waits or times out as its own timeout says, once any reserve already running is answered.
+   */
+  certainMissed(seq: number, timeoutSec: number): void {
+    this.missedReserves.push(seq, timeoutSec);
+    this.nextMissedReserve();
+  }
+
+  private nextMissedReserve(): void {
+    if (this.missedReserves.length === 0 || (this.blocked & B_RESERVE) !== 0 || this.closed) return;
+    const seq = this.missedReserves.shift() as number;
+    const timeoutSec = this.missedReserves.shift() as number;
+    this.startReserve(seq, timeoutSec);
   }
 
   /** A command about one job: route it to the job's shard, or NOT_FOUND if no shard has it. */
@@ -557,6 +585,7 @@ export class Session extends Connection implements ParserSink {
   reserveAnswered(word: Buffer | null): void {
     if (word !== null) this.complete(this.reserveSeq, word);
     this.unblock(B_RESERVE);
+    this.nextMissedReserve();
     this.hub.flushSoon();
   }
 
