@@ -117,14 +117,14 @@ export class WorkqOps {
     return this.queueScratch;
   }
 
-  /** R_JOB for a job just leased: a = queue, b = more, id; payload UUID + body. */
+  /** R_JOB for a job just leased: a = queue, b = more, c = TTR (ms), id; payload UUID + body. */
   private leased(id: number): void {
     const store = this.store;
     this.logUpdate(id);
     this.noteLogged();
     const body = store.payload(id);
     const out = this.out;
-    out.header(R_JOB, 16 + body.length, 0, store.lastQueue, store.lastMore, 0, id);
+    out.header(R_JOB, 16 + body.length, 0, store.lastQueue, store.lastMore, store.ttrOf(id), id);
     const u = store.uuidAt(id);
     out.bytes(store.uuids, u, u + 16);
     out.bytes(body, 0, body.length);

@@ -52,7 +52,7 @@ export const REPLY_DRAINING = 23;
 export const REPLY_GARBLED = 24;
 // workq replies (workq.ts scans them).
 export const REPLY_WQ_OK = 25; //           "+OK": add, complete
-export const REPLY_WQ_JOB = 26; //          "+OK 1" + "<id> <name> <size>" + payload: lease
+export const REPLY_WQ_JOB = 26; //          "+OK 1" + "<id> <name> <ttr> <size>" + payload: lease
 export const REPLY_WQ_TIMEOUT = 27; //      "-TIMEOUT": lease found nothing in time
 export const REPLY_WQ_NOT_FOUND = 28; //    "-NOT-FOUND"
 export const REPLY_WQ_CLIENT_ERROR = 29; // "-CLIENT-ERROR <text>"

@@ -147,9 +147,9 @@ function startsWith(buf: Uint8Array, start: number, end: number, word: Uint8Arra
 /**
  * workq replies: `+OK`, `+OK 1` + job line + payload (lease), `-TIMEOUT`, `-NOT-FOUND`,
  * `-CLIENT-ERROR <text>`, `-SERVER-ERROR <text>`. The leased job's id is in `id` while the sink
- * handles the reply; an error's text in `errorText`. The job line is `<id> <name> <size>` as the
- * 0.2 server sends it; the spec's `<id> <name> <ttr> <size>` is read as well (the size is the last
- * field either way).
+ * handles the reply; an error's text in `errorText`. The job line is `<id> <name> <ttr> <size>`
+ * as the spec, the workq server (0.2.0 on) and shardstalk send it; the TTR is checked to be a
+ * number and not kept. The three-field `<id> <name> <size>` of workq 0.1.0 is read as well.
  */
 export class WorkqReplyScanner extends FrameScanner {
   readonly id = new Uint8Array(UUID_BYTES);
@@ -202,13 +202,16 @@ export class WorkqReplyScanner extends FrameScanner {
     return false;
   }
 
-  /** `<id> <name> [<ttr>] <size>`. */
+  /** `<id> <name> <ttr> <size>`, or `<id> <name> <size>` (0.1.0). */
   private parseJobLine(buf: Uint8Array, start: number, cr: number): boolean {
     if (cr - start < UUID_BYTES + 4 || buf[start + UUID_BYTES] !== SP) return false;
-    let lastSpace = cr - 1;
-    while (lastSpace > start + UUID_BYTES && buf[lastSpace] !== SP) lastSpace--;
-    if (lastSpace === start + UUID_BYTES) return false; // no name
-    if (this.parseNumber(buf, lastSpace + 1, cr) !== cr) return false;
+    const nameStart = start + UUID_BYTES + 1;
+    let nameEnd = nameStart;
+    while (nameEnd < cr && buf[nameEnd] !== SP) nameEnd++;
+    if (nameEnd === nameStart || nameEnd === cr) return false; // no name, or nothing after it
+    const first = this.parseNumber(buf, nameEnd + 1, cr); // the TTR, or the size (0.1.0)
+    if (first < 0) return false;
+    if (first !== cr && (buf[first] !== SP || this.parseNumber(buf, first + 1, cr) !== cr)) return false;
     for (let i = 0; i < UUID_BYTES; i++) {
       const c = buf[start + i]!;
       if (c === SP || c === CR || c === LF) return false;

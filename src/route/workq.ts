@@ -218,7 +218,7 @@ export class WorkqRouter {
         const body = at + HEADER_BYTES + 16;
         // With a log, a lease it could not record is refused; the job comes back at its TTR end.
         const unlogged = buf[at + REPLY_FLAG_UNLOGGED] !== 0;
-        this.endLease(s, unlogged ? REPLY_UNLOGGED : leaseReply(uuidText(buf, at + HEADER_BYTES), q.name, buf, body, at + len));
+        this.endLease(s, unlogged ? REPLY_UNLOGGED : leaseReply(uuidText(buf, at + HEADER_BYTES), q.name, buf.readUInt32LE(at + 20), buf, body, at + len));
       }
       if (more) this.queueReady(q);
       return;

@@ -101,7 +101,7 @@ export const R_TUBES = 6; //  a = count released, b = tube count; payload u32[b]
 
 // workq replies:
 //   OP_WQ_ADD          R_OK a = 1 ready / 2 scheduled, b = queue
-//   OP_WQ_LEASE        R_JOB a = queue, b = 1 if that queue has more ready jobs, id; payload 16 bytes UUID + body; or R_NONE
+//   OP_WQ_LEASE        R_JOB a = queue, b = 1 if that queue has more ready jobs, c = TTR (ms), id; payload 16 bytes UUID + body; or R_NONE
 //   OP_WQ_PEEK         R_BEST a = queue, b = priority (u32 of the int32), id; payload f64 scheduleKey, f64 createdMs; or R_NONE
 //   OP_WQ_COMPLETE/FAIL R_OK a = WQ_DONE_OK / WQ_DONE_NOT_FOUND / WQ_DONE_DUPLICATE
 //   OP_WQ_DELETE       R_OK a = 1 deleted / 0 not found

@@ -53,7 +53,7 @@ describe('workq with -b', () => {
     const [fresh, leased, done, failed, sched, deleted] = [uuid(), uuid(), uuid(), uuid(), uuid(), uuid()];
     await c.want(addCmd(fresh, 'a', 60000, 60000, 'fresh', { priority: 7, maxAttempts: 3, maxFails: 2 }), OK);
     await c.want(addCmd(leased, 'b', 60000, 60000, 'leased'), OK);
-    await c.want('lease b 0\r\n', leaseReply(leased, 'b', 'leased'));
+    await c.want('lease b 0\r\n', leaseReply(leased, 'b', 60000, 'leased'));
     await c.want(addCmd(done, 'c', 60000, 60000, 'done'), OK);
     await c.want(completeCmd(done, 'the result\r\nwith CRLF'), OK);
     await c.want(addCmd(failed, 'c', 60000, 60000, 'failed'), OK);
@@ -80,7 +80,7 @@ describe('workq with -b', () => {
     // The lease taken before the restart still holds: nobody else gets the job, its worker can finish it.
     await c.want('lease b 0\r\n', '-TIMEOUT\r\n');
     await c.want(completeCmd(leased, 'finished after the restart'), OK);
-    await c.want('lease a 0\r\n', leaseReply(fresh, 'a', 'fresh'));
+    await c.want('lease a 0\r\n', leaseReply(fresh, 'a', 60000, 'fresh'));
     expect(await c.inspectJob(fresh)).toMatchObject({ attempts: 1, state: 4, maxAttempts: 3, maxFails: 2, priority: 7 });
     // Ids of the log are held: a duplicate is refused; a deleted id is free.
     await c.want(addCmd(done, 'c', 1000, 1000, 'x'), '-CLIENT-ERROR Duplicate job\r\n');
@@ -94,7 +94,7 @@ describe('workq with -b', () => {
     const id = uuid();
     await c.send(runCmd(id, 'r', 1000, 60000, 'run me'));
     const w = await conn(s);
-    await w.want('lease r 5000\r\n', leaseReply(id, 'r', 'run me'));
+    await w.want('lease r 5000\r\n', leaseReply(id, 'r', 1000, 'run me'));
     clients.splice(clients.indexOf(c), 1);
     c.destroy();
     await stop(s);
@@ -134,7 +134,7 @@ describe('workq with -b', () => {
     for (let round = 0; round < 400; round++) {
       const id = uuid();
       await c.want(addCmd(id, 'churn', 60000, 60000, payload), OK);
-      await c.want('lease churn 0\r\n', leaseReply(id, 'churn', payload));
+      await c.want('lease churn 0\r\n', leaseReply(id, 'churn', 60000, payload));
       await c.want(completeCmd(id, 'ok'), OK);
       await c.want(`delete ${id}\r\n`, OK);
       if (round % 50 === 49) peak = Math.max(peak, walBytes(dir));

@@ -40,9 +40,9 @@ export const E_TOO_LONG = clientError('Command too long');
 export const E_DUP_JOB = clientError('Duplicate job');
 export const E_DUP_RESULT = clientError('Duplicate result');
 
-/** lease: `+OK 1\r\n<id> <name> <payload-size>\r\n<payload>\r\n` (no TTR field, as the server). */
-export function leaseReply(id: string, name: string, payload: string): string {
-  return `+OK 1\r\n${id} ${name} ${payload.length}\r\n${payload}\r\n`;
+/** lease: `+OK 1\r\n<id> <name> <ttr> <payload-size>\r\n<payload>\r\n`, `ttr` in ms as given at add. */
+export function leaseReply(id: string, name: string, ttr: number, payload: string): string {
+  return `+OK 1\r\n${id} ${name} ${ttr} ${payload.length}\r\n${payload}\r\n`;
 }
 
 /** run / result: `+OK 1\r\n<id> <1|0> <size>\r\n<result>\r\n`. */
@@ -156,7 +156,8 @@ export class WqClient extends Client {
    * Read one complete workq reply, whatever command it answers:
    *   `+OK\r\n`, `-<error>\r\n`,
    *   `+OK <n>\r\n` then n items, each a head line and what it announces:
-   *     `<id> <name|0|1> <size>\r\n<bytes>\r\n`                (lease, run, result)
+   *     `<id> <name> <ttr> <size>\r\n<bytes>\r\n`             (lease)
+   *     `<id> <0|1> <size>\r\n<bytes>\r\n`                     (run, result)
    *     `<head> <k>\r\n` then k `<key> <value>\r\n` lines      (inspect), where a `payload` line
    *     holds `payload-size` raw bytes (CR/LF allowed), and the `server 2` block of
    *     `inspect server` is followed by 3 lines (the server's count is one short).
@@ -170,8 +171,8 @@ export class WqClient extends Client {
       const head = await this.readLine(timeoutMs);
       out += head;
       const parts = head.slice(0, -2).split(' ');
-      if (parts.length === 3) {
-        out += (await this.readBytes(Number(parts[2]) + 2, timeoutMs)).toString('latin1');
+      if (parts.length === 3 || parts.length === 4) {
+        out += (await this.readBytes(Number(parts[parts.length - 1]) + 2, timeoutMs)).toString('latin1');
         continue;
       }
       if (parts.length !== 2) throw new Error(`unexpected item head ${JSON.stringify(head)} in ${JSON.stringify(out)}`);

@@ -98,11 +98,11 @@ describe('workq replies: time', () => {
 });
 
 describe('workq replies: jobs and results', () => {
-  it('lease: +OK 1, then <id> <name> <size>, the payload', () => {
-    expect(s(leaseReply(ID, 'ping', Buffer.from('ping')))).toBe(`+OK 1\r\n${ID} ping 4\r\nping\r\n`);
+  it('lease: +OK 1, then <id> <name> <ttr> <size>, the payload', () => {
+    expect(s(leaseReply(ID, 'ping', 1000, Buffer.from('ping')))).toBe(`+OK 1\r\n${ID} ping 1000 4\r\nping\r\n`);
     const raw = Buffer.from('xx\r\n\0yy', 'latin1');
-    expect(s(leaseReply(ID, 'q', raw, 2, 5))).toBe(`+OK 1\r\n${ID} q 3\r\n\r\n\0\r\n`);
-    expect(s(leaseReply(ID, 'q', new Uint8Array(0)))).toBe(`+OK 1\r\n${ID} q 0\r\n\r\n`);
+    expect(s(leaseReply(ID, 'q', 86400000, raw, 2, 5))).toBe(`+OK 1\r\n${ID} q 86400000 3\r\n\r\n\0\r\n`);
+    expect(s(leaseReply(ID, 'q', 1, new Uint8Array(0)))).toBe(`+OK 1\r\n${ID} q 1 0\r\n\r\n`);
   });
 
   it('run and result: +OK 1, then <id> <0|1> <size>, the result', () => {

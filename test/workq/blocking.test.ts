@@ -34,7 +34,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const id = uuid();
     await r!.send(runCmd(id, 'rq', 5000, 10000, 'ping'));
     await r!.expectNothing(150);
-    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 'ping'));
+    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 5000, 'ping'));
     // A run job has no TTL: the server shows ttl 0.
     expect(await w!.inspectJob(id)).toMatchObject({ state: 4, attempts: 1, ttl: 0, ttr: 5000, name: 'rq' });
     await r!.expectNothing(50);
@@ -51,7 +51,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const [r, w] = await f.conns(2);
     const id = uuid();
     await r!.send(runCmd(id, 'rq', 5000, 10000, 'ping'));
-    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 'ping'));
+    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 5000, 'ping'));
     await w!.want(failCmd(id, 'oops'), OK);
     await r!.expect(resultReply(id, false, 'oops'));
     await w!.ask(`inspect job ${id}`, NOT_FOUND);
@@ -76,7 +76,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     await w!.send('lease rq 5000\r\n');
     await w!.expectNothing(100);
     await r!.send(runCmd(id, 'rq', 5000, 10000, 'wake'));
-    await w!.expect(leaseReply(id, 'rq', 'wake'));
+    await w!.expect(leaseReply(id, 'rq', 5000, 'wake'));
     await w!.want(completeCmd(id, 'ok'), OK);
     await r!.expect(resultReply(id, true, 'ok'));
   });
@@ -89,8 +89,8 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     await r!.send(runCmd(hi!, 'rq', 5000, 10000, 'hi', 6));
     for (let i = 0; i < 100 && (await w!.inspectJob(hi!)) === null; i++) await sleep(10);
     expect(await w!.inspectJob(hi!)).toMatchObject({ priority: 6 });
-    await w!.ask('lease rq 0', leaseReply(hi!, 'rq', 'hi'));
-    await w!.ask('lease rq 0', leaseReply(low!, 'rq', 'low'));
+    await w!.ask('lease rq 0', leaseReply(hi!, 'rq', 5000, 'hi'));
+    await w!.ask('lease rq 0', leaseReply(low!, 'rq', 5000, 'low'));
     await w!.want(completeCmd(hi!, 'x'), OK);
     await r!.expect(resultReply(hi!, true, 'x'));
   });
@@ -120,7 +120,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const [r, w] = await f.conns(2);
     const id = uuid();
     await r!.send(runCmd(id, 'rq', 5000, 100, 'slow'));
-    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 'slow'));
+    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 5000, 'slow'));
     await sleep(400); // well past the wait timeout
     await r!.expectNothing(0);
     await w!.want(completeCmd(id, 'late but in time'), OK);
@@ -135,7 +135,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     await r!.send(runCmd(id, 'rq', 500, 100, 'stuck'));
     // The TTR (500 ms) counts from the lease, which starts after t0 whatever the load.
     const t0 = performance.now();
-    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 'stuck'));
+    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 500, 'stuck'));
     await r!.expect(TIMEOUT, 500 + LATE_MS);
     expect(performance.now() - t0).toBeGreaterThanOrEqual(500 - EARLY_SLACK_MS);
     await w!.ask(`inspect job ${id}`, NOT_FOUND);
@@ -152,7 +152,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     await r!.expectNothing(100);
     // The add behind the blocked run has not been executed yet.
     await w!.ask(`inspect job ${other}`, NOT_FOUND);
-    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 'p'));
+    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 5000, 'p'));
     await w!.want(completeCmd(id, 'done'), OK);
     await r!.expect(resultReply(id, true, 'done') + OK + `+OK 1\r\nother 2\r\nready-len 1\r\nscheduled-len 0\r\n`);
   });
@@ -166,7 +166,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     for (let i = 0; i < names.length; i++) await runners[i]!.send(runCmd(ids[i]!, names[i]!, 5000, 10000, `p${i}`));
     // Complete in reverse order.
     for (let i = names.length - 1; i >= 0; i--) {
-      await w.ask(`lease ${names[i]} 2000`, leaseReply(ids[i]!, names[i]!, `p${i}`));
+      await w.ask(`lease ${names[i]} 2000`, leaseReply(ids[i]!, names[i]!, 5000, `p${i}`));
       await w.want(completeCmd(ids[i]!, `r${i}`), OK);
       await runners[i]!.expect(resultReply(ids[i]!, true, `r${i}`));
     }
@@ -181,7 +181,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): result', (shards) => {
     await b!.want(addCmd(id, 'q', 60000, 60000, 'x'), OK);
     await a!.send(`result ${id} 10000\r\n`);
     await a!.expectNothing(150);
-    await b!.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await b!.ask('lease q 0', leaseReply(id, 'q', 60000, 'x'));
     await a!.expectNothing(50);
     await b!.want(completeCmd(id, 'answer'), OK);
     await a!.expect(resultReply(id, true, 'answer'));
@@ -210,7 +210,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): result', (shards) => {
     expect(ms).toBeGreaterThanOrEqual(250 - EARLY_SLACK_MS);
     await timed(c, `result ${id} 0\r\n`, TIMEOUT, LATE_MS);
     expect(await c.inspectJob(id)).toMatchObject({ state: 0, attempts: 0 });
-    await c.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 60000, 'x'));
   });
 
   it('on a leased job: waits for the worker', async (ctx) => {
@@ -218,7 +218,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): result', (shards) => {
     const [a, b] = await f.conns(2);
     const id = uuid();
     await b!.want(addCmd(id, 'q', 60000, 60000, 'x'), OK);
-    await b!.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await b!.ask('lease q 0', leaseReply(id, 'q', 60000, 'x'));
     await a!.send(`result ${id} 10000\r\n`);
     await a!.expectNothing(100);
     await b!.want(completeCmd(id, 'fine'), OK);
@@ -271,7 +271,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     }
     expect(new Set(jobs.map((j) => j.pri)).size).toBe(jobs.length);
     jobs.sort((x, y) => y.pri - x.pri);
-    for (const j of jobs) await c.ask(`lease ${names.join(' ')} 0`, leaseReply(j.id, j.name, j.body));
+    for (const j of jobs) await c.ask(`lease ${names.join(' ')} 0`, leaseReply(j.id, j.name, 60000, j.body));
     await c.ask(`lease ${names.join(' ')} 0`, TIMEOUT);
   });
 
@@ -283,10 +283,10 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     await c.want(addCmd(ix!, x!, 60000, 60000, 'x', { priority: 100 }), OK);
     await c.want(addCmd(ia!, a!, 60000, 60000, 'a', { priority: 1 }), OK);
     await c.want(addCmd(ib!, b!, 60000, 60000, 'b', { priority: 2 }), OK);
-    await c.ask(`lease ${a} ${b} 0`, leaseReply(ib!, b!, 'b'));
-    await c.ask(`lease ${a} ${b} 0`, leaseReply(ia!, a!, 'a'));
+    await c.ask(`lease ${a} ${b} 0`, leaseReply(ib!, b!, 60000, 'b'));
+    await c.ask(`lease ${a} ${b} 0`, leaseReply(ia!, a!, 60000, 'a'));
     await c.ask(`lease ${a} ${b} 0`, TIMEOUT);
-    await c.ask(`lease ${x} 0`, leaseReply(ix!, x!, 'x'));
+    await c.ask(`lease ${x} 0`, leaseReply(ix!, x!, 60000, 'x'));
   });
 
   it('a waiting lease over names on different shards is woken by an add to any of them', async (ctx) => {
@@ -302,7 +302,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
       await w!.expectNothing(50);
       const id = uuid();
       await p!.want(addCmd(id, names[target]!, 60000, 60000, `to ${target}`), OK);
-      await w!.expect(leaseReply(id, names[target]!, `to ${target}`));
+      await w!.expect(leaseReply(id, names[target]!, 60000, `to ${target}`));
     }
   });
 
@@ -315,7 +315,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     // A job added after the timeout is still there for the next lease.
     const id = uuid();
     await c.want(addCmd(id, names[1]!, 60000, 60000, 'after'), OK);
-    await c.ask(`lease ${names.join(' ')} 0`, leaseReply(id, names[1]!, 'after'));
+    await c.ask(`lease ${names.join(' ')} 0`, leaseReply(id, names[1]!, 60000, 'after'));
   });
 
   it('two waiting leasers: each add wakes exactly one of them', async (ctx) => {
@@ -327,16 +327,16 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     await sleep(150);
     const [i1, i2] = uuids(2);
     await p!.want(addCmd(i1!, a!, 60000, 60000, 'one'), OK);
-    const one = leaseReply(i1!, a!, 'one');
+    const one = leaseReply(i1!, a!, 60000, 'one');
     await eventually('a leaser served', async () => w1!.buffered.length + w2!.buffered.length >= one.length);
     await sleep(50);
     const got1 = w1!.buffered + w2!.buffered;
-    expect(got1).toBe(leaseReply(i1!, a!, 'one'));
+    expect(got1).toBe(leaseReply(i1!, a!, 60000, 'one'));
     const first = w1!.buffered !== '' ? w1! : w2!;
     const second = first === w1 ? w2! : w1!;
-    await first.expect(leaseReply(i1!, a!, 'one'));
+    await first.expect(leaseReply(i1!, a!, 60000, 'one'));
     await p!.want(addCmd(i2!, b!, 60000, 60000, 'two'), OK);
-    await second.expect(leaseReply(i2!, b!, 'two'));
+    await second.expect(leaseReply(i2!, b!, 60000, 'two'));
     await first.expectNothing(50);
     // Both jobs are leased exactly once.
     expect(await p!.inspectJob(i1!)).toMatchObject({ state: 4, attempts: 1 });
@@ -356,7 +356,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     // Added one by one: whoever gets each job, no leaser gets two and all three are served.
     for (let i = 0; i < 3; i++) await p.want(addCmd(ids[i]!, 'order', 60000, 60000, `j${i}`), OK);
     const got = await Promise.all(ws.map((w) => w.readReply(3000)));
-    expect(got.slice().sort()).toEqual(ids.map((id, i) => leaseReply(id, 'order', `j${i}`)).sort());
+    expect(got.slice().sort()).toEqual(ids.map((id, i) => leaseReply(id, 'order', 60000, `j${i}`)).sort());
   });
 
   it('a lease still waiting when its connection closes does not lose the job', async (ctx) => {
@@ -371,7 +371,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     await sleep(200);
     const id = uuid();
     await p!.want(addCmd(id, 'gone', 300, 60000, 'kept'), OK);
-    await p!.ask('lease gone 5000', leaseReply(id, 'gone', 'kept'), 300 + LATE_MS);
+    await p!.ask('lease gone 5000', leaseReply(id, 'gone', 300, 'kept'), 300 + LATE_MS);
     expect((await p!.inspectJob(id))?.state).toBe(4);
   });
 });

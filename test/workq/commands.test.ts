@@ -57,7 +57,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): add and inspect job', (shards) 
     await c.want(addCmd(upper, 'q', 1000, 60000, 'x'), OK);
     expect((await c.inspectJob(upper))?.id).toBe(id);
     await c.want(addCmd(id, 'q', 1000, 60000, 'y'), E_DUP_JOB);
-    await c.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 1000, 'x'));
     await c.want(completeCmd(upper, 'done'), OK);
     await c.ask(`result ${upper} 0`, resultReply(id, true, 'done'));
   });
@@ -94,13 +94,13 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): duplicate ids', (shards) => {
     const c = await f.conn();
     const id = uuid();
     await c.want(addCmd(id, 'q', 1000, 60000, 'x'), OK);
-    await c.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 1000, 'x'));
     await c.want(addCmd(id, 'q', 1000, 60000, 'x'), E_DUP_JOB); // leased
     await c.want(completeCmd(id, 'r'), OK);
     await c.want(addCmd(id, 'q', 1000, 60000, 'x'), E_DUP_JOB); // completed, result kept
     await c.ask(`delete ${id}`, OK);
     await c.want(addCmd(id, 'q', 1000, 60000, 'again'), OK);
-    await c.ask('lease q 0', leaseReply(id, 'q', 'again'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 1000, 'again'));
   });
 
   it('scheduled and failed jobs hold their ids too', async (ctx) => {
@@ -130,7 +130,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease', (shards) => {
       await c.want(addCmd(id, 'q', 1000, 60000, body, { priority: pri }), OK);
     }
     for (const body of ['e', 'a', 'c', 'i', 'b', 'g', 'd', 'h', 'f']) {
-      await c.ask('lease q 0', leaseReply(ids.get(body)!, 'q', body));
+      await c.ask('lease q 0', leaseReply(ids.get(body)!, 'q', 1000, body));
     }
     await c.ask('lease q 0', TIMEOUT);
   });
@@ -142,7 +142,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease', (shards) => {
     // Pipelined: all adds in one write.
     await c.send(ids.map((id, i) => addCmd(id, 'fifo', 1000, 60000, `job${i}`)).join(''));
     await c.expect(OK.repeat(ids.length));
-    for (let i = 0; i < ids.length; i++) await c.ask('lease fifo 0', leaseReply(ids[i]!, 'fifo', `job${i}`));
+    for (let i = 0; i < ids.length; i++) await c.ask('lease fifo 0', leaseReply(ids[i]!, 'fifo', 1000, `job${i}`));
   });
 
   it('lease marks the job leased (state 4) and counts the attempt', async (ctx) => {
@@ -150,7 +150,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease', (shards) => {
     const c = await f.conn();
     const id = uuid();
     await c.want(addCmd(id, 'q', 60000, 60000, 'x'), OK);
-    await c.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 60000, 'x'));
     expect(await c.inspectJob(id)).toMatchObject({ state: 4, attempts: 1 });
     await c.ask('inspect queue q', inspectQueueReply('q', 0, 0));
     await c.ask('lease q 0', TIMEOUT);
@@ -162,7 +162,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease', (shards) => {
     const [a, b, d] = namesOnShards('ln', 3, shards);
     const id = uuid();
     await c.want(addCmd(id, b!, 1000, 60000, 'in b'), OK);
-    await c.ask(`lease ${a} ${b} ${d} 0`, leaseReply(id, b!, 'in b'));
+    await c.ask(`lease ${a} ${b} ${d} 0`, leaseReply(id, b!, 1000, 'in b'));
     await c.ask(`lease ${a} ${b} ${d} 0`, TIMEOUT);
   });
 
@@ -171,7 +171,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease', (shards) => {
     const c = await f.conn();
     const id = uuid();
     await c.want(addCmd(id, 'q', 1000, 60000, 'x'), OK);
-    await c.ask('lease q q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q q 0', leaseReply(id, 'q', 1000, 'x'));
     await c.ask('lease q q 0', TIMEOUT);
   });
 
@@ -180,7 +180,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease', (shards) => {
     const [w, o] = await f.conns(2);
     const id = uuid();
     await o!.want(addCmd(id, 'q', 60000, 60000, 'x'), OK);
-    await w!.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await w!.ask('lease q 0', leaseReply(id, 'q', 60000, 'x'));
     await w!.close();
     await o!.ask('lease q 200', TIMEOUT);
     expect(await o!.inspectJob(id)).toMatchObject({ state: 4, attempts: 1 });
@@ -195,7 +195,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): complete and fail', (shards) =>
     const c = await f.conn();
     const id = uuid();
     await c.want(addCmd(id, 'q', 60000, 60000, 'x'), OK);
-    await c.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 60000, 'x'));
     const result = 'r\r\nesult\x00\xff';
     await c.want(completeCmd(id, result), OK);
     expect(await c.inspectJob(id)).toMatchObject({ state: 1, attempts: 1, fails: 0 });
@@ -213,7 +213,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): complete and fail', (shards) =>
     const c = await f.conn();
     const id = uuid();
     await c.want(addCmd(id, 'q', 60000, 60000, 'x', { maxFails: 3, maxAttempts: 5 }), OK);
-    await c.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 60000, 'x'));
     await c.want(failCmd(id, 'boom'), OK);
     expect(await c.inspectJob(id)).toMatchObject({ state: 2, attempts: 1, fails: 0, maxFails: 3 });
     await c.ask(`result ${id} 0`, resultReply(id, false, 'boom'));
@@ -236,7 +236,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): complete and fail', (shards) =>
     await c.ask('inspect queue q', inspectQueueReply('q', 1, 0));
     expect(await c.inspectJob(a!)).toMatchObject({ state: 1, attempts: 0 });
     expect(await c.inspectJob(b!)).toMatchObject({ state: 2, attempts: 0 });
-    await c.ask('lease q 0', leaseReply(d!, 'q', 'd'));
+    await c.ask('lease q 0', leaseReply(d!, 'q', 60000, 'd'));
     await c.ask('lease q 0', TIMEOUT);
     await c.ask(`result ${a} 0`, resultReply(a!, true, 'ra'));
     await c.ask(`result ${b} 0`, resultReply(b!, false, 'rb'));
@@ -258,7 +258,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): complete and fail', (shards) =>
     const id = uuid();
     await c.want(addCmd(id, 'q', 60000, 60000, ''), OK);
     expect(await c.inspectJob(id)).toMatchObject({ payloadSize: 0, payload: '' });
-    await c.ask('lease q 0', `+OK 1\r\n${id} q 0\r\n\r\n`);
+    await c.ask('lease q 0', `+OK 1\r\n${id} q 60000 0\r\n\r\n`);
     await c.want(completeCmd(id, ''), OK);
     await c.ask(`result ${id} 0`, `+OK 1\r\n${id} 1 0\r\n\r\n`);
   });
@@ -285,7 +285,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): delete', (shards) => {
     const c = await f.conn();
     const [ready, leased, done, failed, sched] = uuids(5);
     await c.want(addCmd(leased!, 'q', 60000, 60000, 'leased', { priority: 9 }), OK);
-    await c.ask('lease q 0', leaseReply(leased!, 'q', 'leased'));
+    await c.ask('lease q 0', leaseReply(leased!, 'q', 60000, 'leased'));
     await c.want(addCmd(ready!, 'q', 60000, 60000, 'ready'), OK);
     await c.want(addCmd(done!, 'q', 60000, 60000, 'done'), OK);
     await c.want(completeCmd(done!, 'r'), OK);
@@ -311,7 +311,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): delete', (shards) => {
     const ids = uuids(4);
     for (let i = 0; i < ids.length; i++) await c.want(addCmd(ids[i]!, 'q', 60000, 60000, `j${i}`), OK);
     await c.ask(`delete ${ids[1]}`, OK);
-    for (const i of [0, 2, 3]) await c.ask('lease q 0', leaseReply(ids[i]!, 'q', `j${i}`));
+    for (const i of [0, 2, 3]) await c.ask('lease q 0', leaseReply(ids[i]!, 'q', 60000, `j${i}`));
     await c.ask('lease q 0', TIMEOUT);
   });
 

@@ -171,7 +171,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): malformed commands', (shards) =
     await c.send(addCmd(id, name, 1000, 60000, 'x'));
     await c.expect(OK);
     await c.ask(`inspect queue ${name}`, inspectQueueReply(name, 1, 0));
-    await c.ask(`lease ${name} 0`, leaseReply(id, name, 'x'));
+    await c.ask(`lease ${name} 0`, leaseReply(id, name, 1000, 'x'));
   });
 
   it('the largest TTR and TTL, and the int32 priority range, are accepted', async () => {

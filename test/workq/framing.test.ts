@@ -43,8 +43,8 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): pipelining', (shards) => {
     await c.send(text);
     await c.expect(
       OK + OK + inspectQueueReply('p', 2, 0) +
-        leaseReply(b!, 'p', 'B') + OK + resultReply(b!, true, 'rb') +
-        leaseReply(a!, 'p', 'A') + OK + resultReply(a!, false, 'ra') +
+        leaseReply(b!, 'p', 60000, 'B') + OK + resultReply(b!, true, 'rb') +
+        leaseReply(a!, 'p', 60000, 'A') + OK + resultReply(a!, false, 'ra') +
         TIMEOUT + OK + NOT_FOUND + NOT_FOUND + inspectQueueReply('p', 0, 0),
     );
   });
@@ -71,7 +71,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): pipelining', (shards) => {
     for (let round = 0; round < 5; round++) {
       for (let i = 3; i >= 0; i--) {
         text += `lease ${names[i]} 0\r\n`;
-        want += leaseReply(ids[i]![round]!, names[i]!, `${i}/${round}`);
+        want += leaseReply(ids[i]![round]!, names[i]!, 60000, `${i}/${round}`);
         text += `inspect job ${ids[(i + 1) % 4]![round]}\r\n`;
         want += '*'; // placeholder: checked by parsing below
       }
@@ -108,7 +108,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): pipelining', (shards) => {
       'lease m 0\r\n';
     await c.send(text);
     await c.expect(
-      OK + E_UNKNOWN + E_TTL + OK + E_PRIORITY + leaseReply(d!, 'm', 'D') + E_UNKNOWN + leaseReply(a!, 'm', 'A') + TIMEOUT,
+      OK + E_UNKNOWN + E_TTL + OK + E_PRIORITY + leaseReply(d!, 'm', 60000, 'D') + E_UNKNOWN + leaseReply(a!, 'm', 60000, 'A') + TIMEOUT,
     );
     await c.ask(`inspect job ${b}`, NOT_FOUND);
   });
@@ -120,7 +120,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): pipelining', (shards) => {
     await w!.send('lease bq 5000\r\ninspect queue bq\r\nlease bq 0\r\n');
     await w!.expectNothing(150);
     await p!.want(addCmd(id, 'bq', 60000, 60000, 'x'), OK);
-    await w!.expect(leaseReply(id, 'bq', 'x') + inspectQueueReply('bq', 0, 0) + TIMEOUT);
+    await w!.expect(leaseReply(id, 'bq', 60000, 'x') + inspectQueueReply('bq', 0, 0) + TIMEOUT);
   });
 
   it('commands behind a blocked result wait for it', async (ctx) => {
@@ -140,7 +140,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): pipelining', (shards) => {
     const c = await f.conn();
     const id = uuid();
     await c.send(`lease tq 200\r\n${addCmd(id, 'tq', 60000, 60000, 'x')}lease tq 200\r\n`);
-    await c.expect(TIMEOUT + OK + leaseReply(id, 'tq', 'x'), 200 + 3000);
+    await c.expect(TIMEOUT + OK + leaseReply(id, 'tq', 60000, 'x'), 200 + 3000);
   });
 
   it('commands sent one byte at a time', async (ctx) => {
@@ -152,7 +152,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): pipelining', (shards) => {
       await c.send(ch);
       if (ch === '\n') await sleep(2);
     }
-    await c.expect(OK + leaseReply(id, 'bytes', 'a\r\nb') + OK + resultReply(id, true, 'r\r\n'));
+    await c.expect(OK + leaseReply(id, 'bytes', 60000, 'a\r\nb') + OK + resultReply(id, true, 'r\r\n'));
   });
 });
 
@@ -168,7 +168,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): size limits', (shards) => {
     expect(job?.payloadSize).toBe(MIB);
     expect(Buffer.from(job!.payload, 'latin1').equals(payload)).toBe(true);
     await c.send('lease big 0\r\n');
-    await c.expect(Buffer.concat([Buffer.from(`+OK 1\r\n${id} big ${MIB}\r\n`), payload, Buffer.from('\r\n')]), 10_000);
+    await c.expect(Buffer.concat([Buffer.from(`+OK 1\r\n${id} big 60000 ${MIB}\r\n`), payload, Buffer.from('\r\n')]), 10_000);
     const result = payloadOf(MIB);
     await c.send(Buffer.concat([Buffer.from(`complete ${id} ${MIB}\r\n`), result, Buffer.from('\r\n')]));
     await c.expect(OK, 10_000);
@@ -184,7 +184,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): size limits', (shards) => {
     const result = payloadOf(MIB);
     await r!.send(Buffer.concat([Buffer.from(`run ${id} bigrun 60000 10000 ${MIB}\r\n`), payload, Buffer.from('\r\n')]));
     await w!.send('lease bigrun 5000\r\n');
-    await w!.expect(Buffer.concat([Buffer.from(`+OK 1\r\n${id} bigrun ${MIB}\r\n`), payload, Buffer.from('\r\n')]), 10_000);
+    await w!.expect(Buffer.concat([Buffer.from(`+OK 1\r\n${id} bigrun 60000 ${MIB}\r\n`), payload, Buffer.from('\r\n')]), 10_000);
     await w!.send(Buffer.concat([Buffer.from(`fail ${id} ${MIB}\r\n`), result, Buffer.from('\r\n')]));
     await w!.expect(OK, 10_000);
     await r!.expect(Buffer.concat([Buffer.from(`+OK 1\r\n${id} 0 ${MIB}\r\n`), result, Buffer.from('\r\n')]), 10_000);
@@ -209,7 +209,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): size limits', (shards) => {
     // Still fine for normal work, and nothing of the refused commands happened.
     await c.want(addCmd(id, 'over', 60000, 60000, 'small'), OK);
     await c.ask('inspect queue over', inspectQueueReply('over', 1, 0));
-    await c.ask('lease over 0', leaseReply(id, 'over', 'small'));
+    await c.ask('lease over 0', leaseReply(id, 'over', 60000, 'small'));
     expect(c.serverClosed).toBe(false);
   });
 
@@ -225,7 +225,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): size limits', (shards) => {
       Buffer.from(addCmd(b!, 'mid', 60000, 60000, 'B')),
       Buffer.from('lease mid 0\r\nlease mid 0\r\nlease mid 0\r\n'),
     ]));
-    await c.expect(OK + E_PSIZE + OK + leaseReply(a!, 'mid', 'A') + leaseReply(b!, 'mid', 'B') + TIMEOUT, 10_000);
+    await c.expect(OK + E_PSIZE + OK + leaseReply(a!, 'mid', 60000, 'A') + leaseReply(b!, 'mid', 60000, 'B') + TIMEOUT, 10_000);
     await c.ask(`inspect job ${x}`, NOT_FOUND);
   });
 

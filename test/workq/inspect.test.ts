@@ -72,7 +72,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): inspect queues and queue', (sha
     await c.want(scheduleCmd(ids[4]!, 'cnt', 60000, 60000, wqTime(Date.now() + 60000), 's'), OK);
     await c.want(scheduleCmd(ids[5]!, 'cnt', 60000, 60000, wqTime(Date.now() + 90000), 's'), OK);
     await c.ask('inspect queue cnt', inspectQueueReply('cnt', 4, 2));
-    await c.ask('lease cnt 0', leaseReply(ids[0]!, 'cnt', 'j0'));
+    await c.ask('lease cnt 0', leaseReply(ids[0]!, 'cnt', 60000, 'j0'));
     await c.want(completeCmd(ids[1]!, 'r'), OK);
     await c.want(failCmd(ids[2]!, 'r'), OK);
     await c.ask('inspect queue cnt', inspectQueueReply('cnt', 1, 2));
@@ -140,7 +140,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): inspect jobs', (shards) => {
     await c.ask('inspect jobs ij 8 10', OK_0);
     await c.ask('inspect jobs ij 4294967295 100', OK_0);
     // Inspecting does not take anything: the leases come in the listed order.
-    for (const j of order) await c.ask('lease ij 0', leaseReply(j.id, 'ij', j.body));
+    for (const j of order) await c.ask('lease ij 0', leaseReply(j.id, 'ij', 1000, j.body));
   });
 
   it('leased, finished and scheduled jobs are not listed', async (ctx) => {
@@ -149,7 +149,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): inspect jobs', (shards) => {
     const ids = uuids(5);
     for (let i = 0; i < 4; i++) await c.want(addCmd(ids[i]!, 'ij', 60000, 60000, `j${i}`), OK);
     await c.want(scheduleCmd(ids[4]!, 'ij', 60000, 60000, wqTime(Date.now() + 60000), 's'), OK);
-    await c.ask('lease ij 0', leaseReply(ids[0]!, 'ij', 'j0'));
+    await c.ask('lease ij 0', leaseReply(ids[0]!, 'ij', 60000, 'j0'));
     await c.want(completeCmd(ids[1]!, 'r'), OK);
     await c.want(failCmd(ids[2]!, 'r'), OK);
     const listed = await c.inspectJobs('jobs', 'ij', 0, 100);
@@ -233,7 +233,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): inspect job', (shards) => {
     const id = uuid();
     await c.want(addCmd(id, 'st', 60000, 60000, 'x'), OK);
     expect(await c.inspectJob(id)).toMatchObject({ state: 0, attempts: 0 });
-    await c.ask('lease st 0', leaseReply(id, 'st', 'x'));
+    await c.ask('lease st 0', leaseReply(id, 'st', 60000, 'x'));
     expect(await c.inspectJob(id)).toMatchObject({ state: 4, attempts: 1 });
     await c.want(completeCmd(id, 'r'), OK);
     expect(await c.inspectJob(id)).toMatchObject({ state: 1, attempts: 1 });

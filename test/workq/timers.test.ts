@@ -26,7 +26,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTR', (shards) => {
     await c.want(addCmd(id, 'q', 200, 60000, 'x'), OK);
     // t0 before the lease: the TTR starts after it, however late the reply is read under load.
     const t0 = performance.now();
-    await c.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 200, 'x'));
     expect(await c.inspectJob(id)).toMatchObject({ state: 4, attempts: 1 });
     const ms = await untilState(c, id, 3, t0, 200 + LATE_MS);
     expect(ms).toBeGreaterThanOrEqual(200 - EARLY_SLACK_MS);
@@ -34,7 +34,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTR', (shards) => {
     await c.ask('inspect queue q', inspectQueueReply('q', 1, 0));
     const listed = await c.inspectJobs('jobs', 'q', 0, 10);
     expect(listed.map((j) => [j.id, j.state])).toEqual([[id, 3]]);
-    await c.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 200, 'x'));
     expect(await c.inspectJob(id)).toMatchObject({ state: 4, attempts: 2 });
     await c.want(completeCmd(id, 'second time'), OK);
     await c.ask(`result ${id} 0`, resultReply(id, true, 'second time'));
@@ -47,9 +47,9 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTR', (shards) => {
     const id = uuid();
     await a!.want(addCmd(id, name!, 300, 60000, 'again'), OK);
     const t0 = performance.now();
-    await a!.ask(`lease ${name} 0`, leaseReply(id, name!, 'again'));
+    await a!.ask(`lease ${name} 0`, leaseReply(id, name!, 300, 'again'));
     await b!.send(`lease ${name} 5000\r\n`);
-    await b!.expect(leaseReply(id, name!, 'again'), 300 + LATE_MS);
+    await b!.expect(leaseReply(id, name!, 300, 'again'), 300 + LATE_MS);
     expect(performance.now() - t0).toBeGreaterThanOrEqual(300 - EARLY_SLACK_MS);
     expect(await b!.inspectJob(id)).toMatchObject({ state: 4, attempts: 2 });
   });
@@ -60,10 +60,10 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTR', (shards) => {
     const [hi, lo] = uuids(2);
     await c.want(addCmd(hi!, 'q', 150, 60000, 'hi', { priority: 10 }), OK);
     await c.want(addCmd(lo!, 'q', 60000, 60000, 'lo', { priority: 1 }), OK);
-    await c.ask('lease q 0', leaseReply(hi!, 'q', 'hi'));
+    await c.ask('lease q 0', leaseReply(hi!, 'q', 150, 'hi'));
     await untilState(c, hi!, 3, performance.now(), 150 + LATE_MS);
-    await c.ask('lease q 0', leaseReply(hi!, 'q', 'hi'));
-    await c.ask('lease q 0', leaseReply(lo!, 'q', 'lo'));
+    await c.ask('lease q 0', leaseReply(hi!, 'q', 150, 'hi'));
+    await c.ask('lease q 0', leaseReply(lo!, 'q', 60000, 'lo'));
   });
 
   it('complete, fail and delete stop the TTR timer', async (ctx) => {
@@ -72,7 +72,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTR', (shards) => {
     const [done, failed, deleted] = uuids(3);
     for (const id of [done, failed, deleted]) {
       await c.want(addCmd(id!, 'q', 150, 60000, 'x'), OK);
-      await c.ask('lease q 0', leaseReply(id!, 'q', 'x'));
+      await c.ask('lease q 0', leaseReply(id!, 'q', 150, 'x'));
     }
     await c.want(completeCmd(done!, 'ok'), OK);
     await c.want(failCmd(failed!, 'bad'), OK);
@@ -92,7 +92,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTR', (shards) => {
     const c = await f.conn();
     const id = uuid();
     await c.want(addCmd(id, 'q', 150, 60000, 'x'), OK);
-    await c.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 150, 'x'));
     await untilState(c, id, 3, performance.now(), 150 + LATE_MS);
     await c.want(completeCmd(id, 'late'), OK);
     await c.ask('inspect queue q', inspectQueueReply('q', 0, 0));
@@ -107,7 +107,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): -max-attempts', (shards) => {
     const c = await f.conn();
     const id = uuid();
     await c.want(addCmd(id, 'q', 150, 60000, 'x', { maxAttempts: 1 }), OK);
-    await c.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', 150, 'x'));
     const t0 = performance.now();
     await untilState(c, id, 2, t0, 150 + LATE_MS);
     expect(await c.inspectJob(id)).toMatchObject({ state: 2, attempts: 1, maxAttempts: 1, fails: 0 });
@@ -127,9 +127,9 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): -max-attempts', (shards) => {
     // Measured from before the first lease: whatever the load, the first lease starts after t0,
     // its TTR ends 200 ms later, the second lease starts after that and fails 200 ms later again.
     const t0 = performance.now();
-    await w!.ask('lease q 0', leaseReply(id, 'q', 'x'));
+    await w!.ask('lease q 0', leaseReply(id, 'q', 200, 'x'));
     // The second lease waits for the requeue.
-    await w!.ask('lease q 5000', leaseReply(id, 'q', 'x'), 200 + LATE_MS);
+    await w!.ask('lease q 5000', leaseReply(id, 'q', 200, 'x'), 200 + LATE_MS);
     expect(await w!.inspectJob(id)).toMatchObject({ state: 4, attempts: 2 });
     await r!.expectNothing(0);
     await r!.expect(resultReply(id, false, ''), 200 + LATE_MS);
@@ -144,7 +144,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): -max-attempts', (shards) => {
     const id = uuid();
     await c.want(addCmd(id, 'q', 100, 60000, 'x'), OK);
     for (let attempt = 1; attempt <= 4; attempt++) {
-      await c.ask('lease q 5000', leaseReply(id, 'q', 'x'), 100 + LATE_MS);
+      await c.ask('lease q 5000', leaseReply(id, 'q', 100, 'x'), 100 + LATE_MS);
       expect(await c.inspectJob(id)).toMatchObject({ state: 4, attempts: attempt });
     }
   });
@@ -176,8 +176,8 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTL', (shards) => {
     const t0 = performance.now();
     await c.want(addCmd(leased!, 'q', 60000, 400, 'leased', { priority: 2 }), OK);
     await c.want(addCmd(pending!, 'q', 100, 600, 'pending', { priority: 1 }), OK);
-    await c.ask('lease q 0', leaseReply(leased!, 'q', 'leased'));
-    await c.ask('lease q 0', leaseReply(pending!, 'q', 'pending'));
+    await c.ask('lease q 0', leaseReply(leased!, 'q', 60000, 'leased'));
+    await c.ask('lease q 0', leaseReply(pending!, 'q', 100, 'pending'));
     await untilState(c, pending!, 3, t0, 100 + LATE_MS);
     const ms1 = await untilState(c, leased!, null, t0, 400 + LATE_MS);
     expect(ms1).toBeGreaterThanOrEqual(400 - EARLY_SLACK_MS);
@@ -219,7 +219,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTL', (shards) => {
     await c.want(completeCmd(ids[3]!, 'r'), OK);
     await c.want(failCmd(ids[4]!, 'r'), OK);
     await c.ask(`delete ${ids[5]}`, OK);
-    await c.ask(`lease ${names[1]} 0`, leaseReply(ids[1]!, names[1]!, 'j1'));
+    await c.ask(`lease ${names[1]} 0`, leaseReply(ids[1]!, names[1]!, 60000, 'j1'));
     for (const id of ids) await untilState(c, id, null, performance.now(), 300 + LATE_MS);
     expect((await c.inspectServer()).evictedJobs).toBe(3);
   });
@@ -252,7 +252,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): schedule', (shards) => {
     expect(s!.keyOrder.at(-1)).toBe('time');
     expect(await c.inspectJob(id)).toMatchObject({ keyCount: 13, time: wqTimeShown(at) });
     await c.ask('lease sq 0', TIMEOUT);
-    await c.ask('lease sq 5000', leaseReply(id, 'sq', 'due'), 500 + LATE_MS);
+    await c.ask('lease sq 5000', leaseReply(id, 'sq', 1000, 'due'), 500 + LATE_MS);
     expect(Date.now()).toBeGreaterThanOrEqual(at - EARLY_SLACK_MS);
     await c.ask('inspect queue sq', inspectQueueReply('sq', 0, 0));
     expect(await c.inspectJob(id)).toMatchObject({ state: 4, attempts: 1, time: wqTimeShown(at) });
@@ -279,7 +279,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): schedule', (shards) => {
     const at = Date.now() + 400;
     await p!.want(scheduleCmd(id, names[2]!, 1000, 60000, wqTime(at), 'wake up'), OK);
     await w!.send(`lease ${names.join(' ')} 5000\r\n`);
-    await w!.expect(leaseReply(id, names[2]!, 'wake up'), 400 + LATE_MS);
+    await w!.expect(leaseReply(id, names[2]!, 1000, 'wake up'), 400 + LATE_MS);
     expect(Date.now()).toBeGreaterThanOrEqual(at - EARLY_SLACK_MS);
   });
 
@@ -292,9 +292,9 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): schedule', (shards) => {
     await c.want(scheduleCmd(ids[1]!, 'sq', 1000, 60000, wqTime(at), 'p9', { priority: 9 }), OK);
     await c.want(scheduleCmd(ids[2]!, 'sq', 1000, 60000, wqTime(at), 'p5', { priority: 5 }), OK);
     await eventually('all due', async () => (await c.request('inspect queue sq')) === inspectQueueReply('sq', 3, 0), 300 + LATE_MS, 10);
-    await c.ask('lease sq 0', leaseReply(ids[1]!, 'sq', 'p9'));
-    await c.ask('lease sq 0', leaseReply(ids[2]!, 'sq', 'p5'));
-    await c.ask('lease sq 0', leaseReply(ids[0]!, 'sq', 'p1'));
+    await c.ask('lease sq 0', leaseReply(ids[1]!, 'sq', 1000, 'p9'));
+    await c.ask('lease sq 0', leaseReply(ids[2]!, 'sq', 1000, 'p5'));
+    await c.ask('lease sq 0', leaseReply(ids[0]!, 'sq', 1000, 'p1'));
   });
 
   it('a time already past (with the TTL still ahead) makes the job ready at once', async (ctx) => {
@@ -302,7 +302,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): schedule', (shards) => {
     const c = await f.conn();
     const id = uuid();
     await c.want(scheduleCmd(id, 'sq', 1000, 60000, wqTime(Date.now() - 5000), 'now'), OK);
-    await c.ask('lease sq 2000', leaseReply(id, 'sq', 'now'));
+    await c.ask('lease sq 2000', leaseReply(id, 'sq', 1000, 'now'));
   });
 
   it('a scheduled job deleted before its time never shows up', async (ctx) => {

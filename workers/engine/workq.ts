@@ -446,6 +446,12 @@ export class WorkqStore {
     return s === NIL ? -1 : this.queue[s];
   }
 
+  /** The job's TTR in ms as given at add, or -1 if absent. */
+  ttrOf(id: number): number {
+    const s = this.index.get(id);
+    return s === NIL ? -1 : this.ttrMs[s];
+  }
+
   /** When the job's current lease ends (ms); NaN if absent or not leased. */
   leaseDeadline(id: number): number {
     const s = this.index.get(id);

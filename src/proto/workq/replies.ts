@@ -116,13 +116,13 @@ function withBlock(head: string, data: Uint8Array, start: number, end: number): 
 }
 
 /**
- * lease: `+OK 1\r\n<id> <name> <payload-size>\r\n<payload>\r\n`.
- * workq server: no TTR field. The spec's example shows `<id> <name> <ttr> <size>`, but both the
- * 0.2 server (prot.OkJobResp(id, name, payload)) and the go-workq client (readLeasedJob splits
- * the line into exactly three fields) use three, so a TTR field would break that client.
+ * lease: `+OK 1\r\n<id> <name> <ttr> <payload-size>\r\n<payload>\r\n`, the TTR in ms as given at
+ * add. As the spec and the workq server since 0.2.0 (b361010 "Add TTR to lease command reply":
+ * prot.OkJobResp(id, name, ttr, payload)); go-workq since b301b13 reads exactly these four
+ * fields. (0.1.0 sent `<id> <name> <payload-size>`.)
  */
-export function leaseReply(idText: string, name: string, payload: Uint8Array, start = 0, end = payload.length): Buffer {
-  return withBlock(`+OK 1\r\n${idText} ${name} ${end - start}\r\n`, payload, start, end);
+export function leaseReply(idText: string, name: string, ttrMs: number, payload: Uint8Array, start = 0, end = payload.length): Buffer {
+  return withBlock(`+OK 1\r\n${idText} ${name} ${ttrMs} ${end - start}\r\n`, payload, start, end);
 }
 
 /** run and result: `+OK 1\r\n<id> <0|1> <result-size>\r\n<result>\r\n`. */
