@@ -19,7 +19,7 @@ import { JobShardMap } from './route/jobmap.ts';
 import { ShardPool } from './route/shards.ts';
 import { TubeRegistry } from './route/tubes.ts';
 import {
-  E_READY, E_TIMED_OUT, E_WQ_READY, HEADER_BYTES, OP_DROP_TUBE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME,
+  E_READY, E_TIMED_OUT, E_WQ_READY, HEADER_BYTES, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME,
   OP_WAL_SYNC, R_JOB, R_OK, R_TUBES, REPLY_FLAG_UNLOGGED,
 } from './shared/records.ts';
 import type { RecoveredJob } from '../workers/wal/reader.ts';
@@ -341,13 +341,18 @@ export class Hub {
     } else if (kind === E_READY) {
       this.readyIn(buf.readUInt32LE(at + 12));
     } else if (kind === E_TIMED_OUT) {
-      // Not counted in ReadyCounts: the connection may be deleting the job at this moment (it
-      // still thought it held it), and a ready job deleted that way must not stay counted.
-      const s = this.sessions.get(buf.readUInt32LE(at + 8));
+      // The job stays held by the connection in its shard until OP_EXPIRE, sent once the
+      // connection no longer holds it here: every delete/release/bury it was answered early
+      // for reaches the shard first (Engine.expire). The job becomes ready then; not counted in
+      // ReadyCounts (jobs readied by the shard itself never are).
+      const conn = buf.readUInt32LE(at + 8);
+      const id = buf.readDoubleLE(at + 24);
+      const s = this.sessions.get(conn);
       if (s !== undefined) {
-        s.unreserve(buf.readDoubleLE(at + 24));
+        s.unreserve(id);
         if (s.waiting) this.coordinator.arm(s);
       }
+      this.pool.request(shard, K_ACK, null, 0).header(OP_EXPIRE, 0, conn, 0, buf.readUInt32LE(at + 16), 0, id);
     }
   }
 

@@ -10,7 +10,7 @@ import { Doorbell } from '../src/shared/doorbell.ts';
 import {
   E_READY, E_TIMED_OUT, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
   OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BEST, OP_PEEK_BURIED, OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT,
-  OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
+  OP_EXPIRE, OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
   OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_RESTORE, R_BEST, R_JOB,
   R_NONE, R_NUMS, R_OK, R_TUBES, RecordReader, RecordWriter, REPLY_FLAG_UNLOGGED,
 } from '../src/shared/records.ts';
@@ -111,8 +111,8 @@ const sink = {
       readyList.push(tube);
     }
   },
-  timedOut(id: number, conn: number): void {
-    out.header(E_TIMED_OUT, 0, conn, engine.tubeOf(id), 0, 0, id);
+  timedOut(id: number, conn: number, reserves: number): void {
+    out.header(E_TIMED_OUT, 0, conn, engine.tubeOf(id), reserves, 0, id);
   },
 };
 
@@ -242,6 +242,12 @@ function handle(buf: Buffer, at: number, now: number): void {
         return;
       }
       replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
+      return;
+    }
+    case OP_EXPIRE: {
+      const tube = engine.expire(id, conn, b);
+      if (tube >= 0 && !engine.isPaused(tube, now)) sink.ready(tube);
+      out.header(R_OK, 0, 0, 0, 0, 0, 0);
       return;
     }
     case OP_PEEK_BEST: {

@@ -99,6 +99,7 @@ interface ShardLink<S> {
   readonly reader: RecordReader;
   readonly pending: PendingFifo<S>;
   flushed: number; // bytes of writer already copied into the ring
+  held: boolean; // holdRequests (tests)
 }
 
 export interface ShardPoolOptions {
@@ -165,6 +166,7 @@ export class ShardPool<S> {
         reader: new RecordReader(),
         pending: new PendingFifo<S>(),
         flushed: 0,
+        held: false,
       });
     }
     this.pump();
@@ -195,7 +197,7 @@ export class ShardPool<S> {
   flush(): void {
     for (const link of this.links) {
       const w = link.writer;
-      if (w.len === link.flushed) continue;
+      if (w.len === link.flushed || link.held) continue;
       const n = link.toShard.write(w.buf, link.flushed, w.len - link.flushed);
       link.flushed += n;
       if (link.flushed === w.len) {
@@ -209,6 +211,15 @@ export class ShardPool<S> {
       this.roomWaiters = [];
       for (const c of waiters) c.roomAgain(); // may parse, request, and wait again
     }
+  }
+
+  /**
+   * For tests: while held, requests to `shard` wait on the main thread instead of entering its
+   * ring, as if the shard or its ring had stalled for that long (the shard's clock runs on).
+   */
+  holdRequests(shard: number, held: boolean): void {
+    this.links[shard].held = held;
+    if (!held) this.flush();
   }
 
   /** Some shard's queue holds more than the limit. */

@@ -46,6 +46,8 @@ export const OP_TUBE_NAME = 23; //     a=tube; payload: the name (the shard's lo
 export const OP_RESTORE = 24; //       a=tube, b=pri, c=delaySec, id; payload (48 bytes + body): u32 ttr, u32 state, f64 deadline,
 //                                     f64 created, u32 x5 counters, u32 pad, body (a job recovered from the log)
 export const OP_WAL_SYNC = 25; //      make everything logged so far durable now
+export const OP_EXPIRE = 27; //        conn, b=reserves, id: the main thread has taken the job from conn's held jobs after
+//                                     E_TIMED_OUT; it goes back to ready unless conn deleted, released or buried it first
 export const OP_RESERVE_BOUNDED = 26; // conn, a=tube count, b=bound pri, id=bound id (0: none); payload u32[count] tube ids:
 //                                     reserve the best ready job of these tubes if it comes before (b, id), else R_NONE
 
@@ -123,7 +125,7 @@ export const WQ_DONE_DUPLICATE = 2;
 export const REPLY_FLAG_UNLOGGED = 5;
 
 export const E_READY = 64; //     a = tube that gained ready jobs by the clock (delay end, TTR end, unpause)
-export const E_TIMED_OUT = 65; // conn, a = tube, id: a reservation ran out of time and went back to ready
+export const E_TIMED_OUT = 65; // conn, a = tube, b = reserves, id: a reservation ran out of time; the job waits for OP_EXPIRE
 
 export const E_WQ_READY = 66; //  a = workq queue that gained ready jobs by the clock (schedule time, TTR requeue)
 export const E_WQ_DONE = 67; //   id: a workq job got its result by the clock (attempts used up at a TTR end)

@@ -40,6 +40,7 @@ interface MJob {
   kicks: number;
   body: Uint8Array;
   buriedSeq: number; // order of burial, for the buried FIFO
+  expired: boolean; // RESERVED past its TTR, waiting for expire()
 }
 
 interface MTube {
@@ -103,6 +104,7 @@ class Model {
 
   private reserve(j: MJob, conn: number, now: number): void {
     j.state = RESERVED;
+    j.expired = false;
     j.owner = conn;
     j.deadline = now + j.ttr * 1000;
     j.reserves++;
@@ -116,6 +118,7 @@ class Model {
   private toReady(j: MJob): void {
     j.state = READY;
     j.owner = 0;
+    j.expired = false;
   }
 
   put(tube: number, id: number, pri: number, delay: number, ttr: number, body: Uint8Array, now: number): number {
@@ -123,7 +126,7 @@ class Model {
     const j: MJob = {
       id, tube, pri, delay, ttr, body: body.slice(), created: now, owner: 0,
       state: delay > 0 ? DELAYED : READY, deadline: now + delay * 1000,
-      reserves: 0, timeouts: 0, releases: 0, buries: 0, kicks: 0, buriedSeq: 0,
+      reserves: 0, timeouts: 0, releases: 0, buries: 0, kicks: 0, buriedSeq: 0, expired: false,
     };
     this.jobs.set(id, j);
     return j.state;
@@ -184,13 +187,14 @@ class Model {
     j.buries++;
     j.state = BURIED;
     j.owner = 0;
+    j.expired = false;
     j.buriedSeq = ++this.buriedSeq;
     return true;
   }
 
   touch(id: number, conn: number, now: number): boolean {
     const j = this.reservedBy(id, conn);
-    if (!j) return false;
+    if (!j || j.expired) return false;
     if (this.bug !== 'touch-ignored') j.deadline = now + j.ttr * 1000;
     return true;
   }
@@ -233,16 +237,24 @@ class Model {
     return true;
   }
 
+  /** A reservation past its TTR goes back to ready once the main thread says so (same reserves). */
+  expire(id: number, conn: number, reserves: number): number {
+    const j = this.reservedBy(id, conn);
+    if (!j || !j.expired || j.reserves !== reserves) return -1;
+    this.toReady(j);
+    return j.tube;
+  }
+
   tick(now: number): { timedOut: number[][]; ready: number[]; next: number } {
     const gained = new Set<number>();
     const timedOut: number[][] = [];
     for (const j of this.jobs.values()) {
-      if ((j.state === DELAYED || j.state === RESERVED) && j.deadline <= now) {
-        if (j.state === RESERVED) {
-          timedOut.push([j.id, j.owner]);
-          j.timeouts++;
-          this.jobTimeouts++;
-        }
+      if (j.state === RESERVED && !j.expired && j.deadline <= now) {
+        timedOut.push([j.id, j.owner, j.reserves]);
+        j.timeouts++;
+        this.jobTimeouts++;
+        j.expired = true;
+      } else if (j.state === DELAYED && j.deadline <= now) {
         this.toReady(j);
         gained.add(j.tube);
       }
@@ -260,13 +272,13 @@ class Model {
 
   nextDeadline(): number {
     let next = Infinity;
-    for (const j of this.jobs.values()) if (j.state === DELAYED || j.state === RESERVED) next = Math.min(next, j.deadline);
+    for (const j of this.jobs.values()) if (j.state === DELAYED || (j.state === RESERVED && !j.expired)) next = Math.min(next, j.deadline);
     for (const tb of this.tubes.values()) if (tb.pauseReportDue) next = Math.min(next, tb.unpauseAt);
     return next;
   }
 
   jobStats(j: MJob, now: number): number[] {
-    const left = j.state === RESERVED || j.state === DELAYED ? cSecondsLeft(j.deadline - now) : 0;
+    const left = j.state === RESERVED || j.state === DELAYED ? cSecondsLeft(Math.max(0, j.deadline - now)) : 0;
     return [j.id, j.tube, j.state, j.pri, Math.floor((now - j.created) / 1000), j.delay, j.ttr, left,
       j.reserves, j.timeouts, j.releases, j.buries, j.kicks];
   }
@@ -498,18 +510,30 @@ export function runSeed(seed: number, ops: number, bug: Bug | null = null): Reco
       eq('dropTube', note('dropTube', got, got), m.dropTube(tube));
       return `dropTube(${tube})`;
     }
+    if (x < 89) {
+      // The main thread's OP_EXPIRE: mostly for an expired reservation as reported, sometimes
+      // stale (the job was deleted, released or reserved again meanwhile) or from another conn.
+      const exp = [...m.jobs.values()].filter((j) => j.expired);
+      let [id, conn, reserves] = exp.length > 0 ? (({ id, owner, reserves }) => [id, owner, reserves])(pick(exp)) : [pickId(), pick(CONNS), 1];
+      const y = r();
+      if (y < 0.1) reserves += 1;
+      else if (y < 0.2) conn = pick(CONNS);
+      const got = e.expire(id, conn, reserves);
+      eq('expire', note('expire', got, got >= 0), m.expire(id, conn, reserves));
+      return `expire(${id}, conn=${conn}, reserves=${reserves})`;
+    }
     now += pick(STEPS);
-    const events: [string, number, number][] = [];
+    const events: [string, number, number, number][] = [];
     const next = e.tick(now, {
-      ready: (t) => void events.push(['ready', t, 0]),
-      timedOut: (id, conn) => void events.push(['timedOut', id, conn]),
+      ready: (t) => void events.push(['ready', t, 0, 0]),
+      timedOut: (id, conn, reserves) => void events.push(['timedOut', id, conn, reserves]),
     });
     const want = m.tick(now);
     note('tick timedOut', 0, want.timedOut.length > 0);
     note('tick ready', 0, want.ready.length > 0);
     const firstReady = events.findIndex((ev) => ev[0] === 'ready');
     if (firstReady >= 0 && events.slice(firstReady).some((ev) => ev[0] === 'timedOut')) throw new Error('tick: timedOut reported after ready');
-    eq('tick timedOut', events.filter((ev) => ev[0] === 'timedOut').map((ev) => [ev[1], ev[2]]).sort((a, b) => a[0] - b[0]), want.timedOut);
+    eq('tick timedOut', events.filter((ev) => ev[0] === 'timedOut').map((ev) => [ev[1], ev[2], ev[3]]).sort((a, b) => a[0] - b[0]), want.timedOut);
     eq('tick ready', events.filter((ev) => ev[0] === 'ready').map((ev) => ev[1]).sort((a, b) => a - b), want.ready);
     eq('tick next', next, want.next);
     return `tick(now=${now})`;
@@ -550,9 +574,9 @@ describe('engine vs reference model', () => {
     if (process.env.MODEL_COVERAGE) console.log(total);
     const mustSucceed = ['put', 'put delayed', 'reserveBest', 'peekBest', 'reserveIfReady', `reserveJob from ${READY}`,
       `reserveJob from ${DELAYED}`, `reserveJob from ${BURIED}`, 'deleteJob', 'release', 'release delayed', 'bury', 'touch',
-      'kick buried', 'kick delayed', 'kickJob', 'releaseConn', 'dropTube', 'tick timedOut', 'tick ready'];
+      'kick buried', 'kick delayed', 'kickJob', 'releaseConn', 'dropTube', 'expire', 'tick timedOut', 'tick ready'];
     for (const op of mustSucceed) expect(total[op]?.[0] ?? 0, `${op} never succeeded (seed=${baseSeed})`).toBeGreaterThan(0);
-    for (const op of ['reserveBest', 'reserveIfReady', `reserveJob from ${RESERVED}`, 'deleteJob', 'release', 'bury', 'touch', 'kickJob', 'dropTube']) {
+    for (const op of ['reserveBest', 'reserveIfReady', `reserveJob from ${RESERVED}`, 'deleteJob', 'release', 'bury', 'touch', 'kickJob', 'dropTube', 'expire']) {
       expect(total[op]?.[1] ?? 0, `${op} never refused (seed=${baseSeed})`).toBeGreaterThan(0);
     }
   });

@@ -29,7 +29,7 @@ function recorder(): TimerSink & { events: string[] } {
   return {
     events,
     ready: (t) => void events.push(`ready ${t}`),
-    timedOut: (id, conn) => void events.push(`timedOut ${id} ${conn}`),
+    timedOut: (id, conn, reserves) => void events.push(`timedOut ${id} ${conn} ${reserves}`),
   };
 }
 
@@ -116,7 +116,7 @@ describe('Engine: time', () => {
     expect(jobStats(e, 1, T0 + 2000)).toMatchObject({ delay: 2, timeLeft: 0 });
   });
 
-  it('times out reserved jobs: timedOut then ready, once per tube per tick', () => {
+  it('times out reserved jobs: timedOut, then ready once the main thread expires them', () => {
     const e = checked();
     const sink = recorder();
     e.put(0, 1, 0, 0, 1, enc(''), T0);
@@ -128,15 +128,20 @@ describe('Engine: time', () => {
     e.tick(T0 + 999, sink);
     expect(sink.events).toEqual([]);
     expect(e.tick(T0 + 1000, sink)).toBe(T0 + 2000);
-    expect(sink.events).toEqual(['timedOut 1 8', 'timedOut 2 9', 'ready 0']);
-    expect(jobStats(e, 1, T0 + 1000)).toMatchObject({ state: READY, timeouts: 1, reserves: 1 });
+    expect(sink.events).toEqual(['timedOut 1 8 1', 'timedOut 2 9 1']);
+    // Held by its connection until expire(): counted as timed out already.
+    expect(jobStats(e, 1, T0 + 1500)).toMatchObject({ state: RESERVED, timeouts: 1, reserves: 1, timeLeft: 0 });
     const tot = new Float64Array(6);
     e.totals(tot);
     expect(tot[5]).toBe(2);
-    // the other conn's job is still reserved, and its list intact
+    expect(e.expire(1, 8, 1)).toBe(0);
+    expect(jobStats(e, 1, T0 + 1500)).toMatchObject({ state: READY, timeouts: 1, reserves: 1 });
+    // the other conn's jobs are still reserved (one expired), and its list intact
+    expect(e.state(2)).toBe(RESERVED);
     expect(e.state(3)).toBe(RESERVED);
-    expect(e.releaseConn(9, T0 + 1000)).toBe(1);
-    expect(Array.from(e.lastTubes)).toEqual([1]);
+    expect(e.releaseConn(9, T0 + 1000)).toBe(2);
+    expect(Array.from(e.lastTubes).sort()).toEqual([0, 1]);
+    expect(e.expire(2, 9, 1)).toBe(-1); // released with its connection first
   });
 
   it('touch restarts the TTR from now', () => {
@@ -149,8 +154,34 @@ describe('Engine: time', () => {
     e.tick(T0 + 10_000, recorder());
     expect(e.state(1)).toBe(RESERVED);
     e.tick(T0 + 15_000, recorder());
+    expect(e.state(1)).toBe(RESERVED); // expired, held until expire()
+    expect(e.touch(1, 1, T0 + 15_000)).toBe(false); // its TTR is over
+    expect(e.expire(1, 1, 1)).toBe(0);
     expect(e.state(1)).toBe(READY);
     expect(e.touch(1, 1, T0 + 15_000)).toBe(false); // no longer reserved
+  });
+
+  it('a job past its TTR still takes its holder\'s delete, release or bury sent before expire (#11)', () => {
+    const e = checked();
+    for (const id of [1, 2, 3]) e.put(0, id, 0, 0, 1, enc(''), T0);
+    for (let i = 0; i < 3; i++) e.reserveBest([0], 1, 7, T0);
+    const sink = recorder();
+    e.tick(T0 + 5000, sink); // the requests were "on their way" far longer than any TTR
+    expect(sink.events).toEqual(['timedOut 1 7 1', 'timedOut 2 7 1', 'timedOut 3 7 1']);
+    expect(e.reserveBest([0], 1, 8, T0 + 5000)).toBe(0); // nobody else gets them meanwhile
+    expect(e.deleteJob(1, 8)).toBe(-1); // nor deletes them
+    expect(e.deleteJob(1, 7)).toBe(0);
+    expect(e.release(2, 7, 0, 0, T0 + 5000)).toBe(READY);
+    expect(e.bury(3, 7, 0)).toBe(true);
+    // The expires that follow find nothing to do.
+    expect([e.expire(1, 7, 1), e.expire(2, 7, 1), e.expire(3, 7, 1)]).toEqual([-1, -1, -1]);
+    // A newer reservation of the same job is not ended by an older expiry.
+    expect(e.reserveBest([0], 1, 7, T0 + 5000)).toBe(2);
+    e.tick(T0 + 6000, sink);
+    expect(e.expire(2, 7, 1)).toBe(-1);
+    expect(e.state(2)).toBe(RESERVED);
+    expect(e.expire(2, 7, 2)).toBe(0);
+    expect(e.state(2)).toBe(READY);
   });
 
   it('release with delay waits now+delay and records the new delay and pri', () => {

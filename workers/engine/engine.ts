@@ -7,7 +7,8 @@
 // open-addressing IdTable. Per tube, READY slots sit in a heap by (pri, id) and DELAYED slots in
 // a heap by (deadline, id), both writing their position into `heapPos` (a job is in at most one
 // of them). One shard-global timer heap by (deadline, id) holds every DELAYED job (deadline =
-// ready-at) and every RESERVED job (deadline = TTR expiry), writing `timerPos`. The `prev`/`next`
+// ready-at) and every RESERVED job until its TTR runs out (deadline = TTR expiry; past it, the
+// job stays RESERVED with timerPos NIL until expire()), writing `timerPos`. The `prev`/`next`
 // columns link BURIED jobs into their tube's FIFO and RESERVED jobs into their connection's
 // list (a job is never both). Bodies live in the slab BodyStore.
 
@@ -23,7 +24,8 @@ export const URGENT_PRI = 1024; // pri < 1024 counts as "urgent"
 
 export interface TimerSink {
   ready(tube: number): void;
-  timedOut(id: number, conn: number): void;
+  /** A reserved job's TTR ran out: it stays reserved by `conn`, expired, until expire(id, conn, reserves). */
+  timedOut(id: number, conn: number, reserves: number): void;
 }
 
 export interface EngineOptions {
@@ -105,6 +107,7 @@ export class Engine {
   private delayedCt = 0;
   private buriedCt = 0;
   private jobTimeouts = 0;
+  private expiredCt = 0; // RESERVED jobs past their TTR, waiting for expire() (out of the timer heap)
   private seq = 0; // stamps tubes to report each at most once per tick/releaseConn
   private tubesBuf: Int32Array = new Int32Array(8);
 
@@ -266,13 +269,35 @@ export class Engine {
     return true;
   }
 
-  /** Only if RESERVED by conn: TTR restarts from now. */
+  /** Only if RESERVED by conn and its TTR has not run out: TTR restarts from now. */
   touch(id: number, conn: number, nowMs: number): boolean {
     const s = this.reservedBy(id, conn);
-    if (s === NIL) return false;
+    if (s === NIL || this.timerPos[s] === NIL) return false;
     this.deadline[s] = nowMs + this.ttr[s] * 1000;
     this.timers.update(this.timerPos[s]);
     return true;
+  }
+
+  /**
+   * The reserved job whose TTR ran out (tick reported it with `reserves`, the count that names
+   * this reservation) goes back to READY; returns its tube, or -1 if it is no longer that expired
+   * reservation (its holder deleted, released or buried it first, or it was released with its
+   * connection).
+   *
+   * Why a job past its TTR waits for this: its holder may already have been told DELETED,
+   * RELEASED or BURIED for it (in memory the main thread answers those for a job the connection
+   * holds without waiting for the shard), and that request may still be on its way, for any
+   * length of time. The main thread sends this request only after it has taken the job from the
+   * connection's held jobs, so every request answered early for it comes before this one, and
+   * the job cannot go to anybody else first. No timing margin is involved.
+   */
+  expire(id: number, conn: number, reserves: number): number {
+    const s = this.reservedBy(id, conn);
+    if (s === NIL || this.timerPos[s] !== NIL || this.counts.get(s, C_RESERVES) !== reserves) return -1;
+    const t = this.tubeAt(s);
+    this.leaveReserved(s, t);
+    this.enterReady(s, t);
+    return t.id;
   }
 
   /** Kicks up to n buried jobs (oldest first), or if none are buried up to n delayed jobs
@@ -404,7 +429,7 @@ export class Engine {
     out[4] = Math.max(0, Math.floor((nowMs - this.created[s]) / 1000));
     out[5] = this.delay[s];
     out[6] = this.ttr[s];
-    out[7] = st === RESERVED || st === DELAYED ? secondsLeft(this.deadline[s] - nowMs) : 0;
+    out[7] = st === RESERVED || st === DELAYED ? secondsLeft(Math.max(0, this.deadline[s] - nowMs)) : 0;
     for (let k = 0; k < COUNTERS; k++) out[8 + k] = this.counts.get(s, k);
     out[13] = this.fileAt(s);
     return true;
@@ -579,15 +604,17 @@ export class Engine {
       const s = timers.items[0];
       if (this.deadline[s] > nowMs) break;
       const t = this.tubeAt(s);
-      if (this.jobState[s] === DELAYED) {
-        this.leaveDelayed(s, t);
-      } else {
-        const conn = this.heapPos[s];
-        this.leaveReserved(s, t);
+      if (this.jobState[s] !== DELAYED) {
+        // TTR over: out of the timer heap (timerPos NIL marks it expired), still held by its
+        // connection until expire(); see expire() for why.
+        timers.removeAt(0);
+        this.expiredCt++;
         this.counts.inc(s, C_TIMEOUTS);
         this.jobTimeouts++;
-        (timedOut ??= []).push(this.ids[s], conn);
+        (timedOut ??= []).push(this.ids[s], this.heapPos[s], this.counts.get(s, C_RESERVES));
+        continue;
       }
+      this.leaveDelayed(s, t);
       this.enterReady(s, t);
       if (t.signalSeq !== seq && !t.pausedAt(nowMs)) {
         t.signalSeq = seq;
@@ -595,7 +622,7 @@ export class Engine {
       }
     }
 
-    if (timedOut) for (let i = 0; i < timedOut.length; i += 2) sink.timedOut(timedOut[i], timedOut[i + 1]);
+    if (timedOut) for (let i = 0; i < timedOut.length; i += 3) sink.timedOut(timedOut[i], timedOut[i + 1], timedOut[i + 2]);
     if (readyTubes) for (const tube of readyTubes) sink.ready(tube);
     return this.nextDeadline();
   }
@@ -647,7 +674,8 @@ export class Engine {
         if (tube.delay.items[hp] !== s || hp >= tube.delay.size) fail(`delayed slot ${s} heapPos ${hp}`);
         if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`delayed slot ${s} timerPos ${tp}`);
       } else if (st === RESERVED) {
-        if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`reserved slot ${s} timerPos ${tp}`);
+        if (tp === NIL) counts[5]++; // expired, waiting for expire()
+        else if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`reserved slot ${s} timerPos ${tp}`);
         if (hp <= 0) fail(`reserved slot ${s} has no owner (${hp})`);
       } else {
         if (hp !== NIL || tp !== NIL) fail(`buried slot ${s} in a heap`);
@@ -669,7 +697,8 @@ export class Engine {
       ['reserved', this.reservedCt, counts[RESERVED]],
       ['delayed', this.delayedCt, counts[DELAYED]],
       ['buried', this.buriedCt, counts[BURIED]],
-      ['timer heap', this.timers.size, counts[DELAYED] + counts[RESERVED]],
+      ['expired', this.expiredCt, counts[5]],
+      ['timer heap', this.timers.size, counts[DELAYED] + counts[RESERVED] - counts[5]],
     ];
     for (const [name, have, want] of cmp) if (have !== want) fail(`${name} count ${have}, found ${want}`);
     this.timers.check((s) => this.timerPos[s], 'timer heap');
@@ -807,7 +836,8 @@ export class Engine {
   }
 
   private leaveReserved(s: number, t: Tube): void {
-    this.timers.removeAt(this.timerPos[s]);
+    if (this.timerPos[s] !== NIL) this.timers.removeAt(this.timerPos[s]);
+    else this.expiredCt--;
     const p = this.prev[s];
     const n = this.next[s];
     if (p !== NIL) this.next[p] = n;

@@ -44,12 +44,6 @@ export { INPUT_BUFFERED_MAX, OUTPUT_BUFFERED_MAX, PENDING_REPLIES_MAX, type Tran
 export const DEADLINE_SOON_MS = 1000;
 /** Requests of one connection in flight to shards before it stops parsing (bounds the rings' backlog). */
 export const INFLIGHT_MAX = 1024;
-/**
- * Answering a delete/release/bury of a job this connection holds without waiting for its shard
- * is safe only while the job cannot have timed out there: its TTR deadline must be at least this
- * far away (both threads read the same wall clock).
- */
-export const EARLY_ACK_MARGIN_MS = 200;
 
 // Why the parser is held (bits).
 // B_PENDING (too many replies outstanding), B_OUTPUT (the peer is not reading) and B_QUIT
@@ -364,13 +358,15 @@ export class Session extends Connection implements ParserSink {
 
   /**
    * delete/release/bury of a job this connection holds, answered without waiting for the shard
-   * (in memory only): the shard will find it reserved by us, as no one else can touch it and its
-   * TTR cannot run out first. The request still goes, and its reply still updates the server.
+   * (in memory only): the shard will find it held by us whatever the time. Nobody else can touch
+   * a reserved job, and one whose TTR runs out stays held by us in its shard until the main
+   * thread has taken it from `resIds` and sent OP_EXPIRE behind this request (Engine.expire).
+   * The request still goes, and its reply still updates the server.
    */
   private heldOp(op: number, kind: number, id: number, b: number, c: number, reply: Buffer): boolean {
     if (!this.hub.earlyAck) return false;
     const i = this.resIds.indexOf(id);
-    if (i === -1 || this.resDeadlines[i] - Date.now() < EARLY_ACK_MARGIN_MS) return false;
+    if (i === -1) return false;
     const shard = this.hub.jobMap.get(id);
     if (shard < 0) return false;
     this.resIds.splice(i, 1);
