@@ -16,7 +16,7 @@ import {
 } from '../src/shared/records.ts';
 import type { Wal } from './wal/index.ts';
 import type { LoggedReplies } from './wal/logged.ts';
-import { WQ_COMPLETED, WQ_FAILED, WQ_LEASED, WorkqStore, type WorkqEvents } from './engine/workq.ts';
+import { WQ_COMPLETED, WQ_FAILED, WQ_LEASED, WorkqStore, type WorkqEvents } from './engine/workq-store.ts';
 
 export class WorkqOps {
   private storeOrNull: WorkqStore | null = null;

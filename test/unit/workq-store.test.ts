@@ -1,4 +1,4 @@
-// Tests of the workq job store (workers/engine/workq.ts) against the workq 0.2 server's
+// Tests of the workq job store (workers/engine/workq-store.ts) against the workq 0.2 server's
 // semantics: scenario tests first, then a seeded comparison with a plain reference model.
 // Reproduce a model failure with SEED=<seed> npx vitest run test/unit/workq-store.test.ts
 
@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import {
   WQ_COMPLETED, WQ_FAILED, WQ_HARD_ATTEMPTS_MAX, WQ_LEASED, WQ_NEW, WQ_PENDING, WQ_READY, WQ_SCHEDULED,
   WorkqStore, type WorkqEvents,
-} from '../../workers/engine/workq.ts';
+} from '../../workers/engine/workq-store.ts';
 import { mulberry32 } from '../support/prng.ts';
 
 const T0 = 1_700_000_000_000;
@@ -20,16 +20,16 @@ function uuidFor(id: number): Uint8Array {
   return u;
 }
 
-/** Store that runs check() after every call made through this wrapper. */
+/** Store that runs invariants() after every call made through this wrapper. */
 function checked(opts?: ConstructorParameters<typeof WorkqStore>[0]): WorkqStore {
   const w = new WorkqStore(opts);
   return new Proxy(w, {
     get(target, prop) {
       const v = Reflect.get(target, prop, target);
-      if (typeof v !== 'function' || prop === 'check') return v;
+      if (typeof v !== 'function' || prop === 'invariants') return v;
       return (...args: unknown[]) => {
         const r = (v as (...a: unknown[]) => unknown).apply(target, args);
-        target.check();
+        target.invariants();
         return r;
       };
     },
@@ -610,7 +610,7 @@ describe('WorkqStore: growth', () => {
     for (let i = 1; i <= N; i++) {
       add(w, i * 3, { queue: i % 7, pri: i % 5, created: T0 + i, ttl: i % 2 === 0 ? 1e9 : 0, sched: i % 10 === 0 ? T0 + 50 : NaN, payload: `job ${i}`.repeat(1 + (i % 4)) });
     }
-    w.check();
+    w.invariants();
     expect(w.size).toBe(N);
     for (let i = 1; i <= N; i++) {
       const id = i * 3;
@@ -620,7 +620,7 @@ describe('WorkqStore: growth', () => {
     }
     w.tick(T0 + 50, ev);
     expect(ev.events.length).toBe(7);
-    w.check();
+    w.invariants();
     const queues = [0, 1, 2, 3, 4, 5, 6];
     const leased = [];
     for (let k = 0; k < N / 2; k++) leased.push(w.leaseBest(queues, queues.length, T0 + 60, ev));
@@ -628,7 +628,7 @@ describe('WorkqStore: growth', () => {
     expect(leased.slice(0, 3)).toEqual([4 * 3, 9 * 3, 14 * 3]);
     for (const [k, id] of leased.entries()) if (k % 2 === 0) expect(w.complete(id, enc(`result ${id}`), T0 + 61)).toBe(0);
     for (let i = 1; i <= N; i += 3) w.delete(i * 3);
-    w.check();
+    w.invariants();
     for (const [k, id] of leased.entries()) {
       if (w.state(id) === -1) continue;
       expect(w.state(id)).toBe(k % 2 === 0 ? WQ_COMPLETED : WQ_LEASED);
@@ -916,7 +916,7 @@ function runSeed(seed: number, ops: number, bug: Bug | null = null): Record<stri
 
   const out = new Float64Array(12);
   const checkAll = () => {
-    w.check();
+    w.invariants();
     same('size', w.size, m.jobs.size);
     same('nextDeadline', w.nextDeadline(), m.nextDeadline());
     for (let q = 0; q <= QUEUES; q++) {

@@ -602,7 +602,7 @@ export class WorkqStore {
 
   /** Throws on any broken heap order, position column, state/location pairing, count, free list,
    *  idtable entry or body-store accounting. O(n): for tests. */
-  check(): void {
+  invariants(): void {
     const fail: (msg: string) => never = (msg) => {
       throw new Error(`workq invariant: ${msg}`);
     };
