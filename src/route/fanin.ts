@@ -1,0 +1,384 @@
+// The cross-shard fan-in: takes for a client the best ready job of a set of queues (beanstalk
+// tubes watched by a reserve, workq queues named by a lease) wherever those queues live, the job
+// one shard holding them all would give, and waits for one when there is none.
+//
+// - All the queues on one shard (the common case): one take request, the shard picks.
+// - Several shards: ask each for its best candidate (a peek); then the shard with the best one
+//   takes its best job at that moment if it still comes before every other shard's candidate
+//   (the bound), whichever job that is, so many takers racing for the same top job do not all
+//   start over. If it no longer does (taken meanwhile), start over.
+// - Nothing ready: the attempt waits on each of its queues until a job becomes ready there
+//   (`ready`), its deadline passes, or the client's own early end comes (beanstalk's
+//   DEADLINE_SOON before a held job's TTR).
+// A wake-up can race with an attempt that is still asking shards: every "queue may have a ready
+// job" stamps the queue with a new epoch, and an attempt that found nothing starts over when one
+// of its queues was stamped after it began, so no wake-up is lost.
+//
+// The protocol's side is small: how to write a peek and a take for its queues (FanShards), and
+// how it is told the outcome (FanClient). Jobs are ordered by a key of three numbers and an id,
+// smallest first (beanstalk: pri, 0, 0, id; workq: -priority, schedule time, creation, id); the
+// shards order their own jobs the same way. All per-attempt state lives in FanAttempt.
+
+/** A queue a fan-in takes from (a beanstalk tube, a workq queue). */
+export interface FanQueue {
+  readonly shard: number;
+  /** Stamp of the last time it may have gained a ready job. */
+  readyEpoch: number;
+  /** Attempts waiting on it. */
+  readonly waiting: WaitList<FanAttempt<FanQueue>>;
+}
+
+/** The waiting attempts of one queue; `take` picks the one to wake. */
+export interface WaitList<T> {
+  readonly len: number;
+  append(item: T): void;
+  remove(item: T): boolean;
+  contains(item: T): boolean;
+  take(): T | undefined;
+}
+
+/** Oldest first (workq: the connection that has waited longest is woken first). */
+export class WaitFifo<T> implements WaitList<T> {
+  private items: T[] = [];
+
+  get len(): number {
+    return this.items.length;
+  }
+
+  append(item: T): void {
+    this.items.push(item);
+  }
+
+  remove(item: T): boolean {
+    const i = this.items.indexOf(item);
+    if (i === -1) return false;
+    this.items.splice(i, 1);
+    return true;
+  }
+
+  take(): T | undefined {
+    return this.items.shift();
+  }
+
+  contains(item: T): boolean {
+    return this.items.includes(item);
+  }
+}
+
+/** Why an attempt ended without a job. */
+export type FanEnd = 'timeout' | 'soon';
+
+/** The client an attempt takes for (a beanstalk connection's reserve, a workq lease). */
+export interface FanClient {
+  readonly closed: boolean;
+  /** The instant the wait must end early ('soon'), Infinity if never (beanstalk: DEADLINE_SOON). */
+  soonMs(): number;
+  /** The client cannot wait at all (beanstalk: its peer shut its sending side). */
+  readonly cannotWait: boolean;
+  /** The attempt ended without a job. */
+  onNone(end: FanEnd): void;
+}
+
+/** How one protocol asks its shards. Replies come back through FanIn.peeked / FanIn.took. */
+export interface FanShards<Q extends FanQueue> {
+  /** Ask `shard` for the key of its best ready job among `queues` (all on that shard). */
+  peek(a: FanAttempt<Q>, shard: number, queues: readonly Q[]): void;
+  /** Ask `shard` to take its best ready job among `queues` for `a`: under the bound `a.bound`
+   *  when `bounded` (it must come before it), else whatever is best. */
+  take(a: FanAttempt<Q>, shard: number, queues: readonly Q[], bounded: boolean): void;
+}
+
+/** ReadyCounts' side of a take (beanstalk only): a taker of each queue while in flight. */
+export interface FanCounts<Q> {
+  /** A take that may take a ready job of `q` is being sent; true if it is a blind taker. */
+  taker(q: Q): boolean;
+  /** The answer to a blind taker of `q` has been read. */
+  untake(q: Q): void;
+}
+
+/** A job's place in the order: smaller keys first, then the smaller id. */
+export class FanKey {
+  k1 = 0;
+  k2 = 0;
+  k3 = 0;
+  id = 0; // 0: no key
+
+  set(k1: number, k2: number, k3: number, id: number): void {
+    this.k1 = k1;
+    this.k2 = k2;
+    this.k3 = k3;
+    this.id = id;
+  }
+
+  copy(o: FanKey): void {
+    this.set(o.k1, o.k2, o.k3, o.id);
+  }
+
+  /** Whether (k1, k2, k3, id) comes before this key. */
+  beaten(k1: number, k2: number, k3: number, id: number): boolean {
+    if (k1 !== this.k1) return k1 < this.k1;
+    if (k2 !== this.k2) return k2 < this.k2;
+    if (k3 !== this.k3) return k3 < this.k3;
+    return id < this.id;
+  }
+}
+
+/** One client's attempt to take a job; reused for the client's next one. */
+export class FanAttempt<Q extends FanQueue = FanQueue> {
+  readonly client: FanClient;
+  /** The queues, grouped by shard: `shards` lists the shards, `byShard[shard]` their queues. */
+  queues: readonly Q[] = [];
+  shards: readonly number[] = [];
+  byShard: readonly (readonly Q[])[] = [];
+  /** Ends with 'timeout' from this instant (Infinity: never). */
+  deadlineMs = Infinity;
+
+  // Asking shards.
+  attempting = false;
+  /** The epoch when this round began: a queue stamped later may hold a job it missed. */
+  epoch = 0;
+  /** Peeks not answered yet. */
+  gatherLeft = 0;
+  readonly best = new FanKey();
+  bestShard = -1;
+  /** The best candidate of the shards other than bestShard: the take must beat it. */
+  readonly bound = new FanKey();
+  /** The take in flight is bounded (a lost race means: start over). */
+  bounded = false;
+  /** Queues the take in flight is a blind taker of (FanCounts). */
+  readonly blind: Q[] = [];
+
+  // Waiting.
+  waiting = false;
+  timer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(client: FanClient) {
+    this.client = client;
+  }
+
+  /** Whether it is asking shards or waiting. */
+  get live(): boolean {
+    return this.attempting || this.waiting;
+  }
+}
+
+export class FanIn<Q extends FanQueue> {
+  private readonly shards: FanShards<Q>;
+  private readonly counts: FanCounts<Q> | null;
+  private readonly flushSoon: () => void;
+  private epoch = 0;
+  /** Attempts asking shards or waiting (for invariants and stats). */
+  private readonly live = new Set<FanAttempt<Q>>();
+  /** Attempts waiting (beanstalk's current-waiting). */
+  waitingCount = 0;
+
+  constructor(shards: FanShards<Q>, counts: FanCounts<Q> | null, flushSoon: () => void) {
+    this.shards = shards;
+    this.counts = counts;
+    this.flushSoon = flushSoon;
+  }
+
+  /**
+   * Starts `a` over its queues (set by the caller, grouped by shard); it ends with 'timeout'
+   * after `timeoutMs` (-1: never; 0: at once if nothing is ready).
+   */
+  begin(a: FanAttempt<Q>, timeoutMs: number): void {
+    a.deadlineMs = timeoutMs < 0 ? Infinity : Date.now() + timeoutMs;
+    this.live.add(a);
+    this.attempt(a);
+  }
+
+  private attempt(a: FanAttempt<Q>): void {
+    a.attempting = true;
+    a.epoch = this.epoch;
+    const shards = a.shards;
+    if (shards.length === 1) {
+      this.take(a, shards[0], false);
+      return;
+    }
+    a.gatherLeft = shards.length;
+    a.best.id = 0;
+    a.bestShard = -1;
+    a.bound.id = 0;
+    for (const shard of shards) this.shards.peek(a, shard, a.byShard[shard]);
+  }
+
+  private take(a: FanAttempt<Q>, shard: number, bounded: boolean): void {
+    const queues = a.byShard[shard];
+    if (this.counts !== null) for (const q of queues) if (this.counts.taker(q)) a.blind.push(q);
+    a.bounded = bounded;
+    this.shards.take(a, shard, queues, bounded);
+  }
+
+  /** A shard's answer to a peek: the key of its best job, or id 0 for none. */
+  peeked(a: FanAttempt<Q>, shard: number, k1: number, k2: number, k3: number, id: number): void {
+    if (id !== 0) {
+      if (a.best.id === 0 || a.best.beaten(k1, k2, k3, id)) {
+        // The old best becomes the bound the new one must beat.
+        if (a.best.id !== 0) a.bound.copy(a.best);
+        a.best.set(k1, k2, k3, id);
+        a.bestShard = shard;
+      } else if (a.bound.id === 0 || a.bound.beaten(k1, k2, k3, id)) {
+        a.bound.set(k1, k2, k3, id);
+      }
+    }
+    if (--a.gatherLeft > 0) return;
+    if (a.client.closed) {
+      this.finish(a);
+      return;
+    }
+    if (a.best.id === 0) {
+      this.none(a);
+      return;
+    }
+    this.take(a, a.bestShard, a.bound.id !== 0);
+  }
+
+  /**
+   * A shard's answer to a take. Returns true if it took a job: the attempt is over and the
+   * caller hands the job to the client (or, if the client has gone, leaves it to its close).
+   */
+  took(a: FanAttempt<Q>, got: boolean): boolean {
+    if (this.counts !== null) {
+      for (const q of a.blind) this.counts.untake(q);
+      a.blind.length = 0;
+    }
+    if (got || a.client.closed) {
+      this.finish(a);
+      return got;
+    }
+    // A bounded take lost the race (that shard's best no longer beats the others): start over.
+    if (a.bounded) this.attempt(a);
+    else this.none(a);
+    return false;
+  }
+
+  /** Nothing ready for `a` right now. */
+  private none(a: FanAttempt<Q>): void {
+    a.attempting = false;
+    for (const q of a.queues) {
+      if (q.readyEpoch > a.epoch) {
+        // A job became ready in one of its queues while we were asking: it may be ours.
+        this.attempt(a);
+        return;
+      }
+    }
+    if (this.due(a)) return;
+    a.waiting = true;
+    for (const q of a.queues) q.waiting.append(a);
+    this.waitingCount++;
+    this.arm(a);
+  }
+
+  /** Ends `a` if its client cannot wait or its time is up; returns whether it did. */
+  private due(a: FanAttempt<Q>): boolean {
+    const now = Date.now();
+    const end: FanEnd | null =
+      now >= a.client.soonMs() ? 'soon'
+      : now >= a.deadlineMs || a.client.cannotWait ? 'timeout'
+      : null;
+    if (end === null) return false;
+    this.finish(a);
+    a.client.onNone(end);
+    return true;
+  }
+
+  private unwait(a: FanAttempt<Q>): void {
+    if (!a.waiting) return;
+    a.waiting = false;
+    for (const q of a.queues) q.waiting.remove(a);
+    this.waitingCount--;
+  }
+
+  /** The attempt is over: no longer waiting, no timer, not live. */
+  private finish(a: FanAttempt<Q>): void {
+    a.attempting = false;
+    this.unwait(a);
+    if (a.timer !== null) {
+      clearTimeout(a.timer);
+      a.timer = null;
+    }
+    this.live.delete(a);
+  }
+
+  /** The wait ends at the deadline or the client's early end, whichever comes first. */
+  private arm(a: FanAttempt<Q>): void {
+    if (a.timer !== null) clearTimeout(a.timer);
+    a.timer = null;
+    const at = Math.min(a.deadlineMs, a.client.soonMs());
+    if (at === Infinity) return;
+    a.timer = setTimeout(() => {
+      a.timer = null;
+      // While asking shards, none() decides when the answer comes back empty.
+      if (!a.waiting || a.client.closed) return;
+      if (!this.due(a)) this.arm(a);
+      this.flushSoon();
+    }, Math.max(0, at - Date.now()));
+  }
+
+  /** The client's early end may have moved (a held job was released by its TTR): re-arm a wait. */
+  rearm(a: FanAttempt<Q>): void {
+    if (a.waiting) this.arm(a);
+  }
+
+  /**
+   * The client wants the attempt over now (beanstalk: the peer shut its sending side while the
+   * reserve waits): a waiting attempt ends with 'timeout'; one asking shards ends so when its
+   * answers come back empty (`cannotWait`).
+   */
+  endWait(a: FanAttempt<Q>): void {
+    if (!a.waiting) return;
+    this.finish(a);
+    a.client.onNone('timeout');
+  }
+
+  /** The client has gone: stop waiting. An attempt asking shards ends when they answer. */
+  cancel(a: FanAttempt<Q>): void {
+    if (a.attempting) return;
+    this.finish(a);
+  }
+
+  /**
+   * Queue `q` may have gained ready jobs: wake one attempt waiting on it. The epoch moves even
+   * when nobody waits: an attempt still asking shards must learn it may have missed this job.
+   */
+  ready(q: Q): void {
+    q.readyEpoch = ++this.epoch;
+    const a = q.waiting.take() as FanAttempt<Q> | undefined;
+    if (a === undefined) return;
+    // take() removed it from this queue; unwait removes it from the others.
+    a.waiting = false;
+    for (const other of a.queues) if (other !== q) other.waiting.remove(a);
+    this.waitingCount--;
+    this.attempt(a);
+  }
+
+  /** Throws if the fan-in's state is inconsistent (tests). */
+  invariants(): void {
+    const fail = (msg: string): never => {
+      throw new Error(`fan-in invariant: ${msg}`);
+    };
+    let waiting = 0;
+    for (const a of this.live) {
+      if (!a.live) fail('a live attempt neither asks nor waits');
+      if (a.attempting && a.waiting) fail('an attempt both asks and waits');
+      for (const q of a.queues) if (q.waiting.contains(a) !== a.waiting) fail(`an attempt ${a.waiting ? 'waiting' : 'not waiting'} is ${a.waiting ? 'missing from' : 'in'} a queue's wait list`);
+      if (a.waiting) {
+        waiting++;
+        if (a.timer === null && Math.min(a.deadlineMs, a.client.soonMs()) !== Infinity) fail('a waiting attempt with an end has no timer');
+        if (a.blind.length > 0) fail('a waiting attempt is a blind taker');
+      }
+      if (a.gatherLeft < 0) fail('more peek answers than peeks');
+      const seen = new Set<number>();
+      for (const s of a.shards) {
+        if (seen.has(s)) fail(`shard ${s} listed twice`);
+        seen.add(s);
+        for (const q of a.byShard[s]) if (q.shard !== s || !a.queues.includes(q)) fail(`queue grouped under shard ${s} wrongly`);
+      }
+      let grouped = 0;
+      for (const s of a.shards) grouped += a.byShard[s].length;
+      if (grouped !== a.queues.length) fail('queues and their grouping differ');
+    }
+    if (waiting !== this.waitingCount) fail(`waitingCount ${this.waitingCount}, found ${waiting}`);
+  }
+}
