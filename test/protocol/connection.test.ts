@@ -1,7 +1,10 @@
 // Connection lifetime: quit, closing with reserved jobs, closing mid-command, and drain mode.
+//
+// No test sleeps to let the server catch up: each waits until `stats` shows the state it needs
+// (the connection gone, the reserve waiting, the put line read), however slow the machine.
 
 import { describe, expect, it } from 'vitest';
-import { fixture, parseYamlDict, putCmd, sleep } from '../support/harness.ts';
+import { fixture, parseYamlDict, putCmd, statsWhen } from '../support/harness.ts';
 import { targets } from '../support/servers.ts';
 
 describe.each(targets())('$name: quit and close', (target) => {
@@ -23,7 +26,8 @@ describe.each(targets())('$name: quit and close', (target) => {
     await b!.ask('reserve-with-timeout 0', 'TIMED_OUT\r\n');
     await a!.send('quit\r\n');
     expect(await a!.isClosed()).toBe(true);
-    await sleep(50);
+    // The jobs are back in ready (well within their 60 s TTR) once the server has handled the close.
+    await statsWhen(b!, 'the quit connection is gone', (s) => s['current-connections'] === '1', ['current-connections']);
     await b!.ask('reserve-with-timeout 0', 'RESERVED 1 3\r\none\r\n');
     await b!.ask('reserve-with-timeout 0', 'RESERVED 2 3\r\ntwo\r\n');
     const s = Object.fromEntries(parseYamlDict(await b!.request('stats-job 1')));
@@ -38,6 +42,9 @@ describe.each(targets())('$name: quit and close', (target) => {
     await a!.expect('INSERTED 1\r\n');
     await a!.ask('reserve', 'RESERVED 1 1\r\nx\r\n');
     await b!.send('reserve\r\n');
+    // b must be waiting when a goes (else this would only show a ready job being reserved).
+    await statsWhen(a!, 'b waits in reserve', (s) => s['current-waiting'] === '1', ['current-waiting']);
+    // Not a wait: a's job is still reserved, so nothing may have reached b.
     await b!.expectNothing(50);
     a!.destroy();
     await b!.expect('RESERVED 1 1\r\nx\r\n');
@@ -47,12 +54,16 @@ describe.each(targets())('$name: quit and close', (target) => {
     const f = await fixture(target, ctx);
     const [a, b, p] = await f.conns(3);
     await a!.send('reserve\r\n');
-    await sleep(30);
+    await statsWhen(p!, 'a waits in reserve', (s) => s['current-waiting'] === '1', ['current-waiting']);
     await b!.send('reserve\r\n');
-    await sleep(30);
+    await statsWhen(p!, 'a and b wait in reserve', (s) => s['current-waiting'] === '2', ['current-waiting']);
     await a!.close();
-    await sleep(50);
-    expect(await p!.request('stats')).toMatch(/\ncurrent-waiting: 1\n/);
+    // Once the server has let a go (2 connections left), a's waiter must be gone with it.
+    const s = await statsWhen(
+      p!, 'the server has handled the close', (st) => Number(st['current-connections']) <= 2, ['current-connections'],
+    );
+    expect(s['current-connections']).toBe('2');
+    expect(s['current-waiting']).toBe('1');
     await p!.send(putCmd('for-b'));
     await p!.expect('INSERTED 1\r\n');
     await b!.expect('RESERVED 1 5\r\nfor-b\r\n');
@@ -64,9 +75,10 @@ describe.each(targets())('$name: quit and close', (target) => {
     const f = await fixture(target, ctx);
     const [a, b] = await f.conns(2);
     await a!.send('put 0 0 10 5\r\nhel');
-    await sleep(50);
+    // The put line has been read (counted) before a goes, so its job exists.
+    await statsWhen(b!, 'the put line is read', (s) => s['cmd-put'] === '1', ['cmd-put']);
     await a!.close();
-    await sleep(50);
+    await statsWhen(b!, 'a is gone', (s) => s['current-connections'] === '1', ['current-connections']);
     await b!.send(putCmd('b'));
     await b!.expect('INSERTED 2\r\n');
     const s = Object.fromEntries(parseYamlDict(await b!.request('stats')));
@@ -77,8 +89,10 @@ describe.each(targets())('$name: quit and close', (target) => {
     const f = await fixture(target, ctx);
     const cs = await f.conns(20);
     for (const c of cs.slice(0, 15)) await c.close();
-    await sleep(100);
-    const s = Object.fromEntries(parseYamlDict(await cs[19]!.request('stats')));
+    // Wait until the server has handled 15 closes (or more: then the count is wrong, and fails below).
+    const s = await statsWhen(
+      cs[19]!, '15 connections closed', (st) => Number(st['current-connections']) <= 5, ['current-connections'],
+    );
     expect(s['current-connections']).toBe('5');
     expect(s['total-connections']).toBe('20');
   });

@@ -2,8 +2,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INPUT_BUFFERED_MAX } from '../../src/proto/beanstalk/session.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { waitUntil } from '../support/harness.ts';
 
 // A client that sends commands but does not read its replies must not make the server buffer
 // without bound; the connection still gets every reply once it reads, and others are unaffected.
@@ -26,10 +25,28 @@ describe('backpressure', () => {
     const cmds = Buffer.from('peek 1\r\n'.repeat(peeks));
     c.write(cmds);
 
-    await sleep(1500);
+    // Wait until the server has done all it will do before the client reads: parsing stopped,
+    // no request left in flight to a shard, and replies backed up behind the socket (so the
+    // output limit has really been reached). From then on nothing changes until the client
+    // reads; the same held byte counts on two polls in a row confirm it. A slow machine only
+    // takes longer to get there, and the bounds are checked on that state, never before it.
+    await waitUntil('the connection is accepted', () => server.hub.sessions.size === 1);
     const session = [...server.hub.sessions.values()][0]!;
-    const heldIn = session.parser.bufferedBytes;
-    const heldOut = session.transport.bufferedOut();
+    let heldIn = -1;
+    let heldOut = -1;
+    await waitUntil(
+      'the server is parked on a client that does not read',
+      () => {
+        const parked = session.parser.isPaused && session.inflight === 0 && session.transport.bufferedOut() > 0;
+        const same = session.parser.bufferedBytes === heldIn && session.transport.bufferedOut() === heldOut;
+        heldIn = session.parser.bufferedBytes;
+        heldOut = session.transport.bufferedOut();
+        return parked && same;
+      },
+      () => `parser paused ${session.parser.isPaused}, in flight ${session.inflight}, held in ${heldIn}, held out ${heldOut}`,
+      30_000,
+      20,
+    );
     // Output: at most a turn's batch beyond the socket's high-water mark; input: the named cap plus a read.
     expect(heldOut).toBeLessThan(16 * 1024 * 1024);
     expect(heldIn).toBeLessThanOrEqual(INPUT_BUFFERED_MAX + 256 * 1024);

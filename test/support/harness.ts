@@ -151,3 +151,58 @@ export function putCmd(body: string, pri = 0, delay = 0, ttr = 60): string {
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * How long a test waits for the server to reach a state it is polling for (ms). Generous: a slow
+ * CI machine only makes the wait longer; the test never goes on before the state is seen.
+ */
+export const POLL_TIMEOUT_MS = 10_000;
+
+/**
+ * Poll `probe` (every `everyMs`) until it returns true; fails after `timeoutMs`, saying `what`
+ * was awaited and, when `detail` is given, what was last seen. For waiting on something the
+ * server shows (a count in `stats`, its in-process state) instead of sleeping and hoping.
+ */
+export async function waitUntil(
+  what: string,
+  probe: () => boolean | Promise<boolean>,
+  detail?: () => string,
+  timeoutMs = POLL_TIMEOUT_MS,
+  everyMs = 5,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await probe()) return;
+    if (Date.now() > deadline) {
+      throw new Error(`not within ${timeoutMs} ms: ${what}${detail ? ` (last seen: ${detail()})` : ''}`);
+    }
+    await sleep(everyMs);
+  }
+}
+
+/** `stats` sent on `c`, as a key -> value record. */
+export async function statsOf(c: Client): Promise<Record<string, string>> {
+  return Object.fromEntries(parseYamlDict(await c.request('stats')));
+}
+
+/**
+ * Poll `stats` on `c` until `ready` holds for it, and return that snapshot (so a test can assert
+ * on the very reply that showed the state). Fails after `timeoutMs` naming `what` and the last
+ * values of `keys`. Each poll is one `stats` command on `c` (cmd-stats counts it).
+ */
+export async function statsWhen(
+  c: Client,
+  what: string,
+  ready: (s: Record<string, string>) => boolean,
+  keys: string[] = [],
+  timeoutMs = POLL_TIMEOUT_MS,
+): Promise<Record<string, string>> {
+  let last: Record<string, string> = {};
+  await waitUntil(
+    what,
+    async () => ready((last = await statsOf(c))),
+    () => keys.map((k) => `${k}: ${last[k]}`).join(', '),
+    timeoutMs,
+  );
+  return last;
+}
