@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { Client, READ_TIMEOUT_MS_DEFAULT } from './client.ts';
+import type { Hub } from '../../src/hub.ts';
 import { startServer } from '../../src/server.ts';
 import { shardOf } from '../../src/route/hash.ts';
 
@@ -383,6 +384,8 @@ export async function eventually(what: string, probe: () => Promise<boolean>, ms
 export interface WqServer {
   readonly shards: number;
   readonly workqPort: number;
+  /** The in-process server's state, for tests that wait on it (see leasesWaiting, resultWaiters). */
+  readonly hub: Hub;
   close(): Promise<void>;
 }
 
@@ -400,7 +403,7 @@ export async function startWorkq(shards: number): Promise<WqServer> {
     await srv.close();
     throw new Error('startServer did not report a workqPort: is the workq listener in src/server.ts yet?');
   }
-  return { shards, workqPort, close: () => srv.close() };
+  return { shards, workqPort, hub: srv.hub, close: () => srv.close() };
 }
 
 /** Open a workq connection. */
@@ -482,6 +485,30 @@ export function sharedWqServer(shards: number, hooks: {
       return c;
     },
   };
+}
+
+// ---- server state ----
+// What the workq protocol does not show (a blocked lease or result has no count in `inspect`),
+// read from the in-process server, so a test can wait until the server has taken a command in
+// instead of sleeping.
+
+/** How many leases wait on queue `name` (0 when the queue does not exist yet). */
+export function leasesWaiting(server: WqServer, name: string): number {
+  return server.hub.workq.queue(name)?.waiting.length ?? 0;
+}
+
+/**
+ * How many run and result commands wait for a job's result. Reads the router's private waiter
+ * map (the only place this exists); fails loudly if that changes shape.
+ */
+export function resultWaiters(server: WqServer): number {
+  const waiters = (server.hub.workq as unknown as { waiters?: unknown }).waiters;
+  if (!(waiters instanceof Map)) {
+    throw new Error('WorkqRouter has no `waiters` map any more: update resultWaiters in test/support/workq.ts');
+  }
+  let n = 0;
+  for (const list of waiters.values()) n += (list as unknown[]).length;
+  return n;
 }
 
 /** The shard counts every suite runs with. */

@@ -5,13 +5,43 @@
 //           an add on another connection wakes it.
 // Every case runs with 1 and 4 shards; with 4, names are picked on distinct shards.
 // Timeouts: a -TIMEOUT must not come before its timeout, and must come within LATE_MS after it.
+//
+// Nothing here sleeps to let the server catch up: a test that needs a command taken in first
+// waits until the server shows it (the job in `inspect job`, a lease waiting on its queue, a
+// result waiter, the connection count in `inspect server`), however slow the machine.
+// `expectNothing(ms)` is an assertion (no reply may come in that window), and each comes after
+// the server is seen to hold the command, so it cannot pass just because the server was slow.
 
 import { describe, expect, it } from 'vitest';
 import { shardOf } from '../../src/route/hash.ts';
 import {
-  addCmd, completeCmd, EARLY_SLACK_MS, failCmd, LATE_MS, leaseReply, namesOnShards, NOT_FOUND, OK,
-  resultReply, runCmd, scheduleCmd, SHARD_COUNTS, sleep, eventually, TIMEOUT, uuid, uuids, wqFixture, wqTime, type WqClient,
+  addCmd, completeCmd, EARLY_SLACK_MS, failCmd, LATE_MS, leaseReply, leasesWaiting, namesOnShards, NOT_FOUND, OK,
+  resultReply, resultWaiters, runCmd, scheduleCmd, SHARD_COUNTS, sleep, eventually, TIMEOUT, uuid, uuids, wqFixture, wqTime,
+  type WqClient, type WqServer,
 } from '../support/workq.ts';
+
+/** How long to wait for the server to show a state before failing (ms): slow machines only wait longer. */
+const STATE_WAIT_MS = 10_000;
+
+/** Poll until `probe` holds (every 5 ms), failing after STATE_WAIT_MS. */
+async function until(what: string, probe: () => boolean | Promise<boolean>): Promise<void> {
+  await eventually(what, async () => probe(), STATE_WAIT_MS, 5);
+}
+
+/** Wait until `c` sees job `id` (the add or run that makes it has been taken in). */
+async function jobExists(c: WqClient, id: string): Promise<void> {
+  await until(`job ${id} exists`, async () => (await c.inspectJob(id)) !== null);
+}
+
+/** Wait until exactly `n` run/result commands wait for a result. */
+async function resultWaitersAre(server: WqServer, n: number): Promise<void> {
+  await until(`${n} run/result waiter(s)`, () => resultWaiters(server) === n);
+}
+
+/** Wait until exactly `n` leases wait on queue `name`. */
+async function leasesWaitingAre(server: WqServer, name: string, n: number): Promise<void> {
+  await until(`${n} lease(s) waiting on ${name}`, () => leasesWaiting(server, name) === n);
+}
 
 /** Send `text`, expect `reply`, and return the ms it took. */
 async function timed(c: WqClient, text: string, reply: string, timeoutMs = 3000): Promise<number> {
@@ -33,6 +63,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const [r, w] = await f.conns(2);
     const id = uuid();
     await r!.send(runCmd(id, 'rq', 5000, 10000, 'ping'));
+    await resultWaitersAre(f.server, 1);
     await r!.expectNothing(150);
     await w!.ask('lease rq 2000', leaseReply(id, 'rq', 5000, 'ping'));
     // A run job has no TTL: the server shows ttl 0.
@@ -63,7 +94,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const id = uuid();
     await r!.send(runCmd(id, 'rq', 5000, 10000, 'ping'));
     // Wait until the job exists, then complete it from another connection.
-    for (let i = 0; i < 100 && (await w!.inspectJob(id)) === null; i++) await sleep(10);
+    await jobExists(w!, id);
     expect(await w!.inspectJob(id)).toMatchObject({ state: 0, ttr: 5000, name: 'rq', payload: 'ping' });
     await w!.want(completeCmd(id, 'direct'), OK);
     await r!.expect(resultReply(id, true, 'direct'));
@@ -74,6 +105,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const [r, w] = await f.conns(2);
     const id = uuid();
     await w!.send('lease rq 5000\r\n');
+    await leasesWaitingAre(f.server, 'rq', 1);
     await w!.expectNothing(100);
     await r!.send(runCmd(id, 'rq', 5000, 10000, 'wake'));
     await w!.expect(leaseReply(id, 'rq', 5000, 'wake'));
@@ -87,7 +119,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const [low, hi] = uuids(2);
     await w!.want(addCmd(low!, 'rq', 5000, 60000, 'low', { priority: 5 }), OK);
     await r!.send(runCmd(hi!, 'rq', 5000, 10000, 'hi', 6));
-    for (let i = 0; i < 100 && (await w!.inspectJob(hi!)) === null; i++) await sleep(10);
+    await jobExists(w!, hi!);
     expect(await w!.inspectJob(hi!)).toMatchObject({ priority: 6 });
     await w!.ask('lease rq 0', leaseReply(hi!, 'rq', 5000, 'hi'));
     await w!.ask('lease rq 0', leaseReply(low!, 'rq', 5000, 'low'));
@@ -121,7 +153,8 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const id = uuid();
     await r!.send(runCmd(id, 'rq', 5000, 100, 'slow'));
     await w!.ask('lease rq 2000', leaseReply(id, 'rq', 5000, 'slow'));
-    await sleep(400); // well past the wait timeout
+    // A deliberate wait: time must pass (well past the 100 ms wait timeout) while the job is leased.
+    await sleep(400);
     await r!.expectNothing(0);
     await w!.want(completeCmd(id, 'late but in time'), OK);
     await r!.expect(resultReply(id, true, 'late but in time'));
@@ -149,6 +182,8 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const id = uuid();
     const other = uuid();
     await r!.send(runCmd(id, 'rq', 5000, 10000, 'p') + addCmd(other, 'other', 1000, 60000, 'o') + 'inspect queue other\r\n');
+    // The run has been taken in (it waits for its result) before we look for the add behind it.
+    await resultWaitersAre(f.server, 1);
     await r!.expectNothing(100);
     // The add behind the blocked run has not been executed yet.
     await w!.ask(`inspect job ${other}`, NOT_FOUND);
@@ -164,6 +199,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const w = await f.conn();
     const ids = uuids(names.length);
     for (let i = 0; i < names.length; i++) await runners[i]!.send(runCmd(ids[i]!, names[i]!, 5000, 10000, `p${i}`));
+    await resultWaitersAre(f.server, names.length);
     // Complete in reverse order.
     for (let i = names.length - 1; i >= 0; i--) {
       await w.ask(`lease ${names[i]} 2000`, leaseReply(ids[i]!, names[i]!, 5000, `p${i}`));
@@ -180,6 +216,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): result', (shards) => {
     const id = uuid();
     await b!.want(addCmd(id, 'q', 60000, 60000, 'x'), OK);
     await a!.send(`result ${id} 10000\r\n`);
+    await resultWaitersAre(f.server, 1);
     await a!.expectNothing(150);
     await b!.ask('lease q 0', leaseReply(id, 'q', 60000, 'x'));
     await a!.expectNothing(50);
@@ -196,6 +233,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): result', (shards) => {
     const id = uuid();
     await b!.want(addCmd(id, 'q', 60000, 60000, 'x'), OK);
     await a!.send(`result ${id} 10000\r\n`);
+    await resultWaitersAre(f.server, 1);
     await a!.expectNothing(100);
     await b!.want(failCmd(id, 'no'), OK);
     await a!.expect(resultReply(id, false, 'no'));
@@ -220,6 +258,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): result', (shards) => {
     await b!.want(addCmd(id, 'q', 60000, 60000, 'x'), OK);
     await b!.ask('lease q 0', leaseReply(id, 'q', 60000, 'x'));
     await a!.send(`result ${id} 10000\r\n`);
+    await resultWaitersAre(f.server, 1);
     await a!.expectNothing(100);
     await b!.want(completeCmd(id, 'fine'), OK);
     await a!.expect(resultReply(id, true, 'fine'));
@@ -231,6 +270,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): result', (shards) => {
     const id = uuid();
     await b!.want(scheduleCmd(id, 'q', 60000, 60000, wqTime(Date.now() + 60000), 'x'), OK);
     await a!.send(`result ${id} 10000\r\n`);
+    await resultWaitersAre(f.server, 1);
     await a!.expectNothing(100);
     await b!.want(completeCmd(id, 'early'), OK);
     await a!.expect(resultReply(id, true, 'early'));
@@ -244,7 +284,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): result', (shards) => {
     const ids = uuids(names.length);
     for (let i = 0; i < names.length; i++) await w.want(addCmd(ids[i]!, names[i]!, 60000, 60000, `p${i}`), OK);
     for (let i = 0; i < names.length; i++) await waiters[i]!.send(`result ${ids[i]} 10000\r\n`);
-    await sleep(100);
+    await resultWaitersAre(f.server, names.length);
     for (const i of [2, 0, 3, 1]) {
       await w.want((i % 2 === 0 ? completeCmd : failCmd)(ids[i]!, `r${i}`), OK);
       await waiters[i]!.expect(resultReply(ids[i]!, i % 2 === 0, `r${i}`));
@@ -296,6 +336,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     const others = namesOnShards('notme', 1, shards);
     for (const target of [2, 0, 3, 1]) {
       await w!.send(`lease ${names.join(' ')} 5000\r\n`);
+      for (const name of names) await leasesWaitingAre(f.server, name, 1);
       await w!.expectNothing(100);
       // An add to a name the lease does not cover does not wake it.
       await p!.want(addCmd(uuid(), others[0]!, 60000, 60000, 'not for you'), OK);
@@ -324,12 +365,15 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     const [a, b] = namesOnShards('two', 2, shards);
     await w1!.send(`lease ${a} ${b} 5000\r\n`);
     await w2!.send(`lease ${b} ${a} 5000\r\n`);
-    await sleep(150);
+    await leasesWaitingAre(f.server, a!, 2);
+    await leasesWaitingAre(f.server, b!, 2);
     const [i1, i2] = uuids(2);
     await p!.want(addCmd(i1!, a!, 60000, 60000, 'one'), OK);
     const one = leaseReply(i1!, a!, 60000, 'one');
-    await eventually('a leaser served', async () => w1!.buffered.length + w2!.buffered.length >= one.length);
-    await sleep(50);
+    await until('a leaser served', () => w1!.buffered.length + w2!.buffered.length >= one.length);
+    // The other leaser is still waiting on both names: it got nothing (and will get nothing more for this add).
+    await leasesWaitingAre(f.server, a!, 1);
+    await leasesWaitingAre(f.server, b!, 1);
     const got1 = w1!.buffered + w2!.buffered;
     expect(got1).toBe(leaseReply(i1!, a!, 60000, 'one'));
     const first = w1!.buffered !== '' ? w1! : w2!;
@@ -347,11 +391,10 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     const f = await wqFixture(shards, ctx);
     const ws = await f.conns(3);
     const p = await f.conn();
-    for (const w of ws) {
-      await w.send('lease order 5000\r\n');
-      await sleep(30);
+    for (let i = 0; i < ws.length; i++) {
+      await ws[i]!.send('lease order 5000\r\n');
+      await leasesWaitingAre(f.server, 'order', i + 1);
     }
-    await sleep(100);
     const ids = uuids(3);
     // Added one by one: whoever gets each job, no leaser gets two and all three are served.
     for (let i = 0; i < 3; i++) await p.want(addCmd(ids[i]!, 'order', 60000, 60000, `j${i}`), OK);
@@ -366,9 +409,12 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     const f = await wqFixture(shards, ctx);
     const [w, p] = await f.conns(2);
     await w!.send('lease gone 5000\r\n');
-    await sleep(100);
+    await leasesWaitingAre(f.server, 'gone', 1);
     w!.destroy();
-    await sleep(200);
+    // Wait until the server has seen w's end (its waiting lease may stay until its timeout, as
+    // the comment above says; the add below must come after the close, not before it).
+    await until('the server has seen the connection end', () =>
+      (f.server.hub.workq.queue('gone')?.waiting ?? []).every((s) => s.closed || s.halfClosed));
     const id = uuid();
     await p!.want(addCmd(id, 'gone', 300, 60000, 'kept'), OK);
     await p!.ask('lease gone 5000', leaseReply(id, 'gone', 300, 'kept'), 300 + LATE_MS);
