@@ -1,8 +1,9 @@
 // The load generator: its reply scanner at every split point, its histogram and ledger, and short
 // real runs against a beanstalkd started on a free port (no timing thresholds: only that the run
-// completed, moved jobs, and accounted for every one of them exactly once).
+// completed, moved jobs, and accounted for every one of them exactly once). Without beanstalkd at
+// /usr/bin/beanstalkd those runs fail, saying so (they never skip).
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { bucketLowUs, bucketOf, Histogram } from '../../bench/loadgen/histogram.ts';
 import { Ledger, verifyLedgers } from '../../bench/loadgen/ledger.ts';
 import { makePutTemplate, readBodySeq, SEQ_DIGITS, writeFixedDigits } from '../../bench/loadgen/protocol.ts';
@@ -23,7 +24,8 @@ import { JobIds, makeAddTemplate, WorkqReplyScanner } from '../../bench/loadgen/
 import { runLoad } from '../../bench/loadgen/run.ts';
 import { formatReport } from '../../bench/report/text.ts';
 import { parseStats, queryServer } from '../../bench/loadgen/procfs.ts';
-import { beanstalkdSpec, shardstalkSpec, startServer, type RunningServer } from '../../bench/suite/servers.ts';
+import { BEANSTALKD_PATH, beanstalkdSpec, shardstalkSpec, startServer, type RunningServer } from '../../bench/suite/servers.ts';
+import { beanstalkdMissingAt } from '../support/servers.ts';
 
 // Every reply shape the generator can meet, including bodies that hold CRLF and a zero-length body.
 const BODY = 'a1b2c3d4:00000000042.....';
@@ -323,13 +325,17 @@ describe('ledger', () => {
   });
 });
 
-const beanstalkd = beanstalkdSpec();
-
-describe.skipIf(beanstalkd === null)('against beanstalkd', () => {
+describe('against beanstalkd', () => {
+  const beanstalkd = beanstalkdSpec();
   let server: RunningServer;
 
   beforeAll(async () => {
-    server = await startServer(beanstalkd!);
+    if (beanstalkd !== null) server = await startServer(beanstalkd);
+  });
+
+  // A missing beanstalkd fails each test here with this message (never a skip).
+  beforeEach(() => {
+    if (beanstalkd === null) throw beanstalkdMissingAt(BEANSTALKD_PATH, 'the bench (bench/suite/servers.ts)');
   });
 
   afterAll(async () => {
@@ -438,7 +444,10 @@ describe.skipIf(beanstalkd === null)('against beanstalkd', () => {
       await new Promise<void>((resolve) => proxy.close(() => resolve()));
     }
   });
+});
 
+// These need no beanstalkd: shardstalk, and a port nobody listens on.
+describe('against shardstalk, and against nothing', () => {
   it('mem mode waits until shardstalk holds every acknowledged job, then reports RSS per job', async () => {
     const server = await startServer(shardstalkSpec(2));
     try {

@@ -67,6 +67,18 @@ const MISSING_BEANSTALKD =
   'or point BEANSTALKD at the binary. ' +
   'The suites fail rather than skip so a missing reference is never mistaken for a pass.';
 
+/**
+ * The error a suite throws when it needs beanstalkd at the fixed path `binary` (the bench suites
+ * run /usr/bin/beanstalkd) and it is not there: they fail, never skip, like the suites above.
+ */
+export function beanstalkdMissingAt(binary: string, neededFor: string): Error {
+  return new Error(
+    `beanstalkd is not installed at ${binary}, and ${neededFor} runs it from there. ` +
+      'Install it (Debian: `apt-get install -y beanstalkd`; `.ci/run` does this) and run again. ' +
+      'The tests fail rather than skip so a missing reference is never mistaken for a pass.',
+  );
+}
+
 /** Ports this process has handed out: never hand out the same one twice (tests start in parallel). */
 const portsHandedOut = new Set<number>();
 
