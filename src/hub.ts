@@ -5,19 +5,20 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { CMD_COUNT, STATS_CMD_KEYS } from './proto/beanstalk/commands.ts';
 import {
-  K_ACK, K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PEEK_BEST, K_PUT, K_RELEASE,
-  K_RELEASE_CONN, K_RESERVE, K_RESERVE_IF_READY, K_RESERVE_JOB, K_RESERVE_SPEC, K_STATS_JOB, K_STATS_TUBE,
+  K_ACK, K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_RELEASE,
+  K_RELEASE_CONN, K_RESERVE_JOB, K_RESERVE_SPEC, K_STATS_JOB, K_STATS_TUBE,
   K_SYNC, K_TOTALS, K_TOUCH,
 } from './proto/beanstalk/kinds.ts';
 import type { Session } from './proto/beanstalk/session.ts';
 import { K_WQ_FIRST } from './proto/workq/kinds.ts';
 import type { WorkqSession } from './proto/workq/session.ts';
 import { WorkqRouter } from './route/workq.ts';
-import { Coordinator } from './route/coordinator.ts';
+import type { FanAttempt } from './route/fanin.ts';
+import { K_RESERVE_PEEK, K_RESERVE_TAKE, K_RESERVE_TAKE_BOUNDED, Reserves } from './route/reserve.ts';
 import { ReadyCounts } from './route/readycount.ts';
 import { JobShardMap } from './route/jobmap.ts';
 import { ShardPool } from './route/shards.ts';
-import { TubeRegistry } from './route/tubes.ts';
+import { type Tube, TubeRegistry } from './route/tubes.ts';
 import {
   E_READY, E_TIMED_OUT, E_WQ_READY, HEADER_BYTES, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME,
   OP_WAL_SYNC, R_JOB, R_OK, R_TUBES, REPLY_FLAG_UNLOGGED,
@@ -55,11 +56,12 @@ const RESERVED_STATE = 2;
 
 export class Hub {
   readonly config: HubConfig;
-  readonly pool: ShardPool<Session | WorkqSession>;
+  readonly pool: ShardPool<unknown>;
   readonly workq: WorkqRouter;
-  readonly tubes: TubeRegistry<Session>;
+  readonly tubes: TubeRegistry;
   readonly jobMap = new JobShardMap();
-  readonly coordinator: Coordinator;
+  /** Reserves over watched tubes, across shards (the fan-in). */
+  readonly reserves: Reserves;
   /** Lower bounds of each tube's ready jobs: which reserves may go without holding the parser. */
   readonly readyCounts: ReadyCounts;
   /** Reserves sent as certain that found nothing (a bug in ReadyCounts if ever above 0). */
@@ -77,7 +79,6 @@ export class Hub {
   totalJobs = 0;
   producers = 0;
   workers = 0;
-  waitingCount = 0;
   totalConnections = 0;
   private readonly startedMs = Date.now();
   private readonly instanceId = randomBytes(8).toString('hex');
@@ -88,9 +89,8 @@ export class Hub {
   constructor(config: HubConfig) {
     this.config = config;
     this.earlyAck = config.wal === undefined;
-    this.coordinator = new Coordinator(this);
     this.readyCounts = new ReadyCounts(config.shards);
-    this.pool = new ShardPool<Session | WorkqSession>(
+    this.pool = new ShardPool<unknown>(
       { shards: config.shards, ringBytes: config.ringBytes, backlogBytes: config.backlogBytes, workerData: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults } },
       {
         reply: (shard, kind, session, seq, buf, at) =>
@@ -103,7 +103,8 @@ export class Hub {
       },
     );
     this.workq = new WorkqRouter(this.pool as ShardPool<unknown>, config.shards, () => this.flushSoon(), this.earlyAck);
-    this.tubes = new TubeRegistry<Session>(config.shards);
+    this.tubes = new TubeRegistry(config.shards);
+    this.reserves = new Reserves(this.pool, this.readyCounts, this.tubes, () => this.flushSoon());
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');
       const w = this.pool.request(t.shard, K_ACK, null, 0);
@@ -207,11 +208,16 @@ export class Hub {
 
   // ---- shard replies ----
 
+  /** Connections blocked in a reserve (stats current-waiting). */
+  get waitingCount(): number {
+    return this.reserves.fan.waitingCount;
+  }
+
   private onReply(shard: number, kind: number, s: Session | null, seq: number, buf: Buffer, at: number): void {
     const rk = buf[at + 4];
-    if (kind === K_RESERVE || kind === K_PEEK_BEST || kind === K_RESERVE_IF_READY) {
-      // The coordinator's own requests: they do not count as the session's requests in flight.
-      this.coordinator.reply(shard, kind, s as Session, buf, at);
+    if (kind === K_RESERVE_TAKE || kind === K_RESERVE_PEEK || kind === K_RESERVE_TAKE_BOUNDED) {
+      // The fan-in's own requests: they do not count as the session's requests in flight.
+      this.reserves.reply(shard, kind, s as unknown as FanAttempt<Tube>, buf, at);
       return;
     }
     this.applyReply(kind, s, seq, rk, buf, at);
@@ -236,7 +242,7 @@ export class Hub {
         const t = this.tubes.get(buf.readUInt32LE(at + 12));
         if (rk === R_JOB) {
           sess.reserved(seq, buf, at);
-          if (t !== undefined && buf.readUInt32LE(at + 16) !== 0) this.coordinator.tubeReady(t);
+          if (t !== undefined && buf.readUInt32LE(at + 16) !== 0) this.reserves.fan.ready(t);
         } else {
           // Cannot happen while ReadyCounts stays a lower bound (see its proof). Should it all
           // the same, the reserve goes on as an ordinary one; the shard echoes its timeout.
@@ -328,7 +334,7 @@ export class Hub {
     const t = this.tubes.get(tubeId);
     if (t === undefined) return;
     if (known > 0) this.readyCounts.addLate(t, known);
-    this.coordinator.tubeReady(t);
+    this.reserves.fan.ready(t);
   }
 
   /** What to do when a certain reserve found nothing (the server logs it). */
@@ -350,7 +356,7 @@ export class Hub {
       const s = this.sessions.get(conn);
       if (s !== undefined) {
         s.unreserve(id);
-        if (s.waiting) this.coordinator.arm(s);
+        if (s.reserveAttempt !== null) this.reserves.fan.rearm(s.reserveAttempt);
       }
       this.pool.request(shard, K_ACK, null, 0).header(OP_EXPIRE, 0, conn, 0, buf.readUInt32LE(at + 16), 0, id);
     }
@@ -364,7 +370,7 @@ export class Hub {
 
   sessionClosed(s: Session): void {
     this.sessions.delete(s.connId);
-    this.coordinator.unwait(s);
+    if (s.reserveAttempt !== null) this.reserves.fan.cancel(s.reserveAttempt);
     if (s.isProducer) this.producers--;
     if (s.isWorker) {
       this.workers--;

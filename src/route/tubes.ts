@@ -2,6 +2,7 @@
 // which connections wait on them. The jobs themselves live on the shards; the registry only
 // counts them so a tube disappears exactly when beanstalkd's would (no user, no watcher, no job).
 
+import type { FanAttempt, FanQueue } from './fanin.ts';
 import { shardOf } from './hash.ts';
 
 /**
@@ -57,11 +58,7 @@ export class Ms<T> {
   }
 }
 
-export interface Waiter {
-  readonly connId: number;
-}
-
-export class Tube<W extends Waiter = Waiter> {
+export class Tube implements FanQueue {
   readonly name: string;
   readonly id: number;
   readonly shard: number;
@@ -69,9 +66,9 @@ export class Tube<W extends Waiter = Waiter> {
   watching = 0;
   /** Live jobs in the tube: +1 when a put is sent, -1 when a delete succeeds. */
   jobs = 0;
-  /** Connections blocked in a reserve that watch this tube (beanstalkd's waiting_conns). */
-  readonly waiting = new Ms<W>();
-  /** When the tube last signalled it may have ready jobs (the coordinator's epoch). */
+  /** Reserves blocked waiting on this tube (beanstalkd's waiting_conns). */
+  readonly waiting = new Ms<FanAttempt<FanQueue>>();
+  /** When the tube last signalled it may have ready jobs (the fan-in's epoch). */
   readyEpoch = 0;
   /** The default tube is never freed (beanstalkd holds a reference to it for ever). */
   pinned = false;
@@ -94,35 +91,35 @@ export class Tube<W extends Waiter = Waiter> {
   }
 }
 
-export class TubeRegistry<W extends Waiter = Waiter> {
+export class TubeRegistry {
   readonly shards: number;
   /** All tubes in beanstalkd's order (list-tubes). */
-  readonly all = new Ms<Tube<W>>();
-  private readonly byName = new Map<string, Tube<W>>();
-  private readonly byId: (Tube<W> | undefined)[] = [];
+  readonly all = new Ms<Tube>();
+  private readonly byName = new Map<string, Tube>();
+  private readonly byId: (Tube | undefined)[] = [];
   private readonly freeIds: number[] = [];
   /** Called when a tube is freed, so its shard can forget it (stats, pause). */
-  onFree: (t: Tube<W>) => void = () => {};
+  onFree: (t: Tube) => void = () => {};
   /** Called when a tube is made, so its shard learns its name. */
-  onCreate: (t: Tube<W>) => void = () => {};
+  onCreate: (t: Tube) => void = () => {};
 
   constructor(shards: number) {
     this.shards = shards;
   }
 
-  find(name: string): Tube<W> | undefined {
+  find(name: string): Tube | undefined {
     return this.byName.get(name);
   }
 
-  get(id: number): Tube<W> | undefined {
+  get(id: number): Tube | undefined {
     return this.byId[id];
   }
 
-  findOrMake(name: string): Tube<W> {
+  findOrMake(name: string): Tube {
     let t = this.byName.get(name);
     if (t !== undefined) return t;
     const id = this.freeIds.length > 0 ? (this.freeIds.pop() as number) : this.byId.length;
-    t = new Tube<W>(name, id, shardOf(name, this.shards));
+    t = new Tube(name, id, shardOf(name, this.shards));
     this.byId[id] = t;
     this.byName.set(name, t);
     this.all.append(t);
@@ -131,7 +128,7 @@ export class TubeRegistry<W extends Waiter = Waiter> {
   }
 
   /** Frees the tube if nothing refers to it any more. */
-  release(t: Tube<W>): void {
+  release(t: Tube): void {
     if (!t.unreferenced || this.byId[t.id] !== t) return;
     this.all.remove(t);
     this.byName.delete(t.name);

@@ -15,6 +15,8 @@ import type { Hub } from '../../hub.ts';
 import { B_OUTPUT, B_PENDING, B_QUIT, Connection, type Transport } from '../connection.ts';
 import type { Tube } from '../../route/tubes.ts';
 import { Ms } from '../../route/tubes.ts';
+import { FanAttempt, type FanEnd } from '../../route/fanin.ts';
+import type { ReserveClient } from '../../route/reserve.ts';
 import {
   HEADER_BYTES, OP_BURY, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED,
   OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE, OP_RESERVE_JOB, OP_STATS_JOB, OP_STATS_TUBE,
@@ -34,7 +36,7 @@ import { Parser, type ParserSink } from './parser.ts';
 import {
   okYaml, FOUND_, RESERVED_, REPLY_BURIED, REPLY_INTERNAL_ERROR, REPLY_OUT_OF_MEMORY, REPLY_DELETED, REPLY_DRAINING,
   REPLY_KICKED, REPLY_NOT_FOUND, REPLY_NOT_IGNORED, REPLY_PAUSED, REPLY_RELEASED,
-  REPLY_TIMED_OUT, REPLY_TOUCHED, yamlList,
+  REPLY_DEADLINE_SOON, REPLY_TIMED_OUT, REPLY_TOUCHED, yamlList,
 } from './replies.ts';
 import { formatJobStats, formatTubeStats } from './stats.ts';
 
@@ -58,12 +60,12 @@ const BARRIER_CMDS = new Set([CMD_STATS, CMD_STATS_TUBE, CMD_LIST_TUBES, CMD_PAU
 /** These create or free tubes on the main thread; a delete still in flight may free a tube first. */
 const TUBE_CMDS = new Set([CMD_USE, CMD_WATCH, CMD_IGNORE]);
 
-export class Session extends Connection implements ParserSink {
+export class Session extends Connection implements ParserSink, ReserveClient {
   readonly hub: Hub;
   readonly parser: Parser;
 
-  use: Tube<Session>;
-  readonly watch = new Ms<Tube<Session>>();
+  use: Tube;
+  readonly watch = new Ms<Tube>();
   isProducer = false;
   isWorker = false;
 
@@ -76,31 +78,16 @@ export class Session extends Connection implements ParserSink {
   // The put being read.
   private putId = 0;
 
-  // Reserve state (the coordinator drives it).
+  // The reserve being answered: its reply slot, and its attempt in the fan-in (made on the
+  // first reserve that may wait; the fan-in keeps the attempt's state).
   reserveSeq = 0;
-  reserveTimeoutSec = -1;
-  waitStartMs = 0;
-  attempting = false;
-  attemptFromWait = false;
-  attemptEpoch = 0;
-  waiting = false;
-  timerDue = false;
-  waitTimer: ReturnType<typeof setTimeout> | null = null;
-  // Multi-shard reserve: the best candidate seen while asking each shard.
-  gatherLeft = 0;
-  bestId = 0;
-  bestPri = 0;
-  bestShard = -1;
-  /** The best candidate of the other shards: the winner's shard must still beat it. */
-  boundId = 0;
-  boundPri = 0;
-  /** Watched tubes the taking request in flight is a blind taker of (ReadyCounts' rule 2). */
-  readonly blindTubes: Tube<Session>[] = [];
+  reserveAttempt: FanAttempt<Tube> | null = null;
   /** Reserves sent as certain that found nothing, waiting their turn: seq, timeout (-1: none). */
   private readonly missedReserves: number[] = [];
-  // Watched tubes grouped by shard, rebuilt after watch/ignore.
-  private shardTubes: number[][] | null = null;
-  private shardList: number[] = [];
+  // Watched tubes grouped by shard, rebuilt after watch/ignore (a reserve keeps the arrays it got).
+  private watchShards: number[] | null = null;
+  private watchByShard: Tube[][] = [];
+  private watchList: Tube[] = [];
 
   // Jobs this connection holds, with their TTR deadlines (a connection holds few).
   readonly resIds: number[] = [];
@@ -113,7 +100,7 @@ export class Session extends Connection implements ParserSink {
   /** Set by the hub for the reply being handled: the change was made but not logged. */
   unlogged = false;
   /** The tube each stats-tube request in flight asked about, by reply slot. */
-  private readonly statsTubes = new Map<number, Tube<Session>>();
+  private readonly statsTubes = new Map<number, Tube>();
 
   constructor(hub: Hub, connId: number, transport: Transport) {
     super(hub, connId, transport);
@@ -276,13 +263,13 @@ export class Session extends Connection implements ParserSink {
         if (!this.watch.contains(t)) {
           this.watch.append(t);
           t.watching++;
-          this.shardTubes = null;
+          this.watchShards = null;
         }
         this.answer(Buffer.from(`WATCHING ${this.watch.len}\r\n`, 'latin1'));
         return;
       }
       case CMD_IGNORE: {
-        let t: Tube<Session> | undefined;
+        let t: Tube | undefined;
         for (const w of this.watch.items) {
           if (w.name === p.name) {
             t = w;
@@ -296,7 +283,7 @@ export class Session extends Connection implements ParserSink {
         if (t !== undefined) {
           this.watch.remove(t);
           t.watching--;
-          this.shardTubes = null;
+          this.watchShards = null;
           hub.tubes.release(t);
         }
         this.answer(Buffer.from(`WATCHING ${this.watch.len}\r\n`, 'latin1'));
@@ -402,10 +389,14 @@ export class Session extends Connection implements ParserSink {
 
   /** A reserve that may have to wait: it holds the parser until it is answered. */
   private startReserve(seq: number, timeoutSec: number): void {
-    this.reserveTimeoutSec = timeoutSec;
     this.reserveSeq = seq;
     this.block(B_RESERVE);
-    this.hub.coordinator.attempt(this, false);
+    const a = (this.reserveAttempt ??= new FanAttempt<Tube>(this));
+    if (this.watchShards === null) this.groupWatch();
+    a.queues = this.watchList;
+    a.shards = this.watchShards as number[];
+    a.byShard = this.watchByShard;
+    this.hub.reserves.fan.begin(a, timeoutSec < 0 ? -1 : timeoutSec * 1000);
   }
 
   /**
@@ -526,22 +517,41 @@ export class Session extends Connection implements ParserSink {
 
   // ---- reservations ----
 
-  /** Watched tube ids grouped by shard (cached until watch/ignore). */
-  tubesByShard(): { shards: number[]; tubes: number[][] } {
-    if (this.shardTubes === null) {
-      const byShard: number[][] = [];
-      const shards: number[] = [];
-      for (const t of this.watch.items) {
-        if (byShard[t.shard] === undefined) {
-          byShard[t.shard] = [];
-          shards.push(t.shard);
-        }
-        byShard[t.shard].push(t.id);
+  /** Groups the watched tubes by shard, in new arrays (a reserve in progress keeps the old ones). */
+  private groupWatch(): void {
+    const byShard: Tube[][] = [];
+    const shards: number[] = [];
+    for (const t of this.watch.items) {
+      if (byShard[t.shard] === undefined) {
+        byShard[t.shard] = [];
+        shards.push(t.shard);
       }
-      this.shardTubes = byShard;
-      this.shardList = shards;
+      byShard[t.shard].push(t);
     }
-    return { shards: this.shardList, tubes: this.shardTubes };
+    this.watchByShard = byShard;
+    this.watchShards = shards;
+    this.watchList = this.watch.items.slice();
+  }
+
+  // ---- the reserve's side of the fan-in (ReserveClient) ----
+
+  /** A reserve's wait ends DEADLINE_SOON_MS before the soonest TTR end of the jobs it holds. */
+  soonMs(): number {
+    return this.soonestDeadline() - DEADLINE_SOON_MS;
+  }
+
+  /** beanstalkd answers a reserve of a connection whose peer shut its sending side at once. */
+  get cannotWait(): boolean {
+    return this.halfClosed;
+  }
+
+  onNone(end: FanEnd): void {
+    this.reserveAnswered(end === 'soon' ? REPLY_DEADLINE_SOON : REPLY_TIMED_OUT);
+  }
+
+  onReserved(buf: Buffer, at: number): void {
+    this.reserved(this.reserveSeq, buf, at);
+    this.reserveAnswered(null);
   }
 
   /** A job was reserved for this connection (reserve or reserve-job). */
@@ -573,10 +583,6 @@ export class Session extends Connection implements ParserSink {
     return soonest;
   }
 
-  deadlineSoon(nowMs: number): boolean {
-    return nowMs >= this.soonestDeadline() - DEADLINE_SOON_MS;
-  }
-
   /** The reserve is answered (RESERVED was completed by `reserved`, or one of these words). */
   reserveAnswered(word: Buffer | null): void {
     if (word !== null) this.complete(this.reserveSeq, word);
@@ -594,10 +600,7 @@ export class Session extends Connection implements ParserSink {
    */
   halfClose(): void {
     this.halfClosed = true;
-    if (this.waiting) {
-      this.hub.coordinator.unwait(this);
-      this.reserveAnswered(REPLY_TIMED_OUT);
-    }
+    if (this.reserveAttempt !== null) this.hub.reserves.fan.endWait(this.reserveAttempt);
     this.maybeFinish();
   }
 

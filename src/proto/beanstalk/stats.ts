@@ -1,7 +1,7 @@
 // YAML bodies of stats-job and stats-tube, key for key as beanstalkd 1.12 prints them.
 // (The server-wide `stats` document is made by the hub, which holds those counters.)
 
-import type { Tube, Waiter } from '../../route/tubes.ts';
+import type { Tube } from '../../route/tubes.ts';
 
 const STATE_NAMES = ['invalid', 'ready', 'reserved', 'delayed', 'buried'];
 
@@ -28,7 +28,7 @@ export function formatJobStats(buf: Buffer, off: number, tubeName: string): stri
 }
 
 /** nums at `off`: [urgent, ready, reserved, delayed, buried, total-jobs, cmd-delete, cmd-pause-tube, pause, pause-time-left] */
-export function formatTubeStats(t: Tube<Waiter>, buf: Buffer, off: number): string {
+export function formatTubeStats(t: Tube, buf: Buffer, off: number): string {
   const n = (i: number): number => buf.readDoubleLE(off + i * 8);
   return (
     '---\n' +

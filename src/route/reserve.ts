@@ -1,0 +1,78 @@
+// beanstalk's reserve over a connection's watched tubes, through the fan-in (./fanin.ts): hands
+// out the ready job with the smallest (pri, id) among every watched, unpaused tube, wherever
+// those tubes live — the job one beanstalkd would choose — or waits for one.
+//
+// This file is the beanstalk side of the fan-in: the shard requests a reserve sends (a reserve
+// over one shard's tubes, a peek of each shard's best, a reserve under a bound) and what their
+// replies mean. Every take is a taker of ReadyCounts (rule 2 in ./readycount.ts).
+
+import { OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB } from '../shared/records.ts';
+import { FanIn, type FanAttempt, type FanClient, type FanShards } from './fanin.ts';
+import type { ReadyCounts } from './readycount.ts';
+import type { ShardPool } from './shards.ts';
+import type { Tube, TubeRegistry } from './tubes.ts';
+
+// The pool's reply kinds of a reserve's requests (beanstalk's own kinds are in
+// src/proto/beanstalk/kinds.ts and skip these numbers).
+/** A reserve over the tubes of one shard: R_JOB or R_NONE. */
+export const K_RESERVE_TAKE = 2;
+/** Each shard's best candidate: R_BEST or R_NONE. */
+export const K_RESERVE_PEEK = 3;
+/** A reserve under the bound of the other shards' best: R_JOB, or R_NONE (lost the race). */
+export const K_RESERVE_TAKE_BOUNDED = 4;
+
+/** A beanstalk connection as a reserve sees it. */
+export interface ReserveClient extends FanClient {
+  readonly connId: number;
+  /** A job was reserved for it: the shard's R_JOB reply (a = tube, b = more, id, f64 deadline, body). */
+  onReserved(buf: Buffer, at: number): void;
+}
+
+export class Reserves implements FanShards<Tube> {
+  readonly fan: FanIn<Tube>;
+  private readonly pool: ShardPool<unknown>;
+  private readonly tubes: TubeRegistry;
+
+  constructor(pool: ShardPool<unknown>, counts: ReadyCounts, tubes: TubeRegistry, flushSoon: () => void) {
+    this.pool = pool;
+    this.tubes = tubes;
+    this.fan = new FanIn<Tube>(this, counts, flushSoon);
+  }
+
+  peek(a: FanAttempt<Tube>, shard: number, tubes: readonly Tube[]): void {
+    const w = this.pool.request(shard, K_RESERVE_PEEK, a, 0);
+    w.header(OP_PEEK_BEST, tubes.length * 4, (a.client as ReserveClient).connId, tubes.length, 0, 0, 0);
+    for (const t of tubes) w.u32(t.id);
+  }
+
+  take(a: FanAttempt<Tube>, shard: number, tubes: readonly Tube[], bounded: boolean): void {
+    const conn = (a.client as ReserveClient).connId;
+    const w = this.pool.request(shard, bounded ? K_RESERVE_TAKE_BOUNDED : K_RESERVE_TAKE, a, 0);
+    if (bounded) w.header(OP_RESERVE_BOUNDED, tubes.length * 4, conn, tubes.length, a.bound.k1, 0, a.bound.id);
+    else w.header(OP_RESERVE, tubes.length * 4, conn, tubes.length, 0, 0, 0);
+    for (const t of tubes) w.u32(t.id);
+  }
+
+  /** A shard's reply to one of the requests above. */
+  reply(shard: number, kind: number, a: FanAttempt<Tube>, buf: Buffer, at: number): void {
+    const rk = buf[at + 4];
+    if (kind === K_RESERVE_PEEK) {
+      if (rk === R_BEST) this.fan.peeked(a, shard, buf.readUInt32LE(at + 16), 0, 0, buf.readDoubleLE(at + 24));
+      else this.fan.peeked(a, shard, 0, 0, 0, 0);
+      return;
+    }
+    if (!this.fan.took(a, rk === R_JOB)) return;
+    const c = a.client as ReserveClient;
+    // A job reserved for a connection that has gone is given back by the release request its
+    // close queued behind this one.
+    if (!c.closed) c.onReserved(buf, at);
+    if (buf.readUInt32LE(at + 16) !== 0) this.tubeReady(buf.readUInt32LE(at + 12));
+  }
+
+  /** Tube `tubeId` may have gained ready jobs. */
+  tubeReady(tubeId: number): void {
+    const t = this.tubes.get(tubeId);
+    if (t !== undefined) this.fan.ready(t);
+  }
+}
+

@@ -1,0 +1,171 @@
+// beanstalk's reserve through the fan-in (src/route/reserve.ts) against a fake shard pool: which
+// requests it sends, the bound of a multi-shard reserve, and ReadyCounts' takers (#11).
+
+import { describe, expect, it } from 'vitest';
+import { FanAttempt, type FanEnd } from '../../src/route/fanin.ts';
+import { ReadyCounts } from '../../src/route/readycount.ts';
+import { K_RESERVE_PEEK, K_RESERVE_TAKE, K_RESERVE_TAKE_BOUNDED, Reserves, type ReserveClient } from '../../src/route/reserve.ts';
+import { type Tube, TubeRegistry } from '../../src/route/tubes.ts';
+import { HEADER_BYTES, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, R_NONE, RecordWriter } from '../../src/shared/records.ts';
+import type { ShardPool } from '../../src/route/shards.ts';
+
+interface Sent {
+  shard: number;
+  kind: number;
+  w: RecordWriter;
+}
+
+class Client implements ReserveClient {
+  readonly connId = 7;
+  closed = false;
+  cannotWait = false;
+  answered = '';
+  soonMs(): number {
+    return Infinity;
+  }
+  onNone(end: FanEnd): void {
+    this.answered = end;
+  }
+  onReserved(buf: Buffer, at: number): void {
+    this.answered = `job ${buf.readDoubleLE(at + 24)}`;
+  }
+}
+
+/** Tubes named by shard: tubesOn[shard] = names; the registry hashes names, so tubes are found by trying names. */
+function setup(shards: number, perShard: number[]) {
+  const sent: Sent[] = [];
+  const pool = {
+    request(shard: number, kind: number): RecordWriter {
+      const w = new RecordWriter(256);
+      sent.push({ shard, kind, w });
+      return w;
+    },
+  } as unknown as ShardPool<unknown>;
+  const registry = new TubeRegistry(shards);
+  const counts = new ReadyCounts(shards);
+  const reserves = new Reserves(pool, counts, registry, () => {});
+  // Tubes with the wanted number on each shard, in shard order.
+  const tubes: Tube[] = [];
+  for (let shard = 0; shard < shards; shard++) {
+    let made = 0;
+    for (let i = 0; made < perShard[shard]; i++) {
+      const t = registry.findOrMake(`t${i}`);
+      if (t.shard === shard && !tubes.includes(t)) {
+        tubes.push(t);
+        made++;
+      }
+    }
+  }
+  const client = new Client();
+  const a = new FanAttempt<Tube>(client);
+  const byShard: Tube[][] = [];
+  const shardList: number[] = [];
+  for (const t of tubes) {
+    if (byShard[t.shard] === undefined) {
+      byShard[t.shard] = [];
+      shardList.push(t.shard);
+    }
+    byShard[t.shard].push(t);
+  }
+  a.queues = tubes;
+  a.shards = shardList;
+  a.byShard = byShard;
+  const reply = (shard: number, kind: number, rk: number, pri = 0, id = 0): void => {
+    const w = new RecordWriter(64);
+    w.header(rk, rk === R_JOB ? 8 : 0, 0, 0, pri, 0, id);
+    if (rk === R_JOB) w.f64(0);
+    reserves.reply(shard, kind, a, w.buf, 0);
+  };
+  return { reserves, a, client, tubes, sent, reply, counts };
+}
+
+const op = (w: RecordWriter) => w.buf[4];
+const b = (w: RecordWriter) => w.buf.readUInt32LE(16);
+const id = (w: RecordWriter) => w.buf.readDoubleLE(24);
+const tubesOf = (w: RecordWriter) => {
+  const n = w.buf.readUInt32LE(12);
+  return Array.from({ length: n }, (_, i) => w.buf.readUInt32LE(HEADER_BYTES + i * 4));
+};
+
+describe('reserve across shards', () => {
+  it('asks the best shard to reserve under the best of the others as a bound', () => {
+    const { reserves, a, tubes, sent, reply, client } = setup(3, [2, 1, 2]);
+    reserves.fan.begin(a, 0);
+    expect(sent.map((x) => [x.shard, x.kind, op(x.w)])).toEqual([
+      [0, K_RESERVE_PEEK, OP_PEEK_BEST], [1, K_RESERVE_PEEK, OP_PEEK_BEST], [2, K_RESERVE_PEEK, OP_PEEK_BEST],
+    ]);
+    reply(0, K_RESERVE_PEEK, R_BEST, 50, 20); // second best
+    reply(1, K_RESERVE_PEEK, R_BEST, 10, 30); // best
+    reply(2, K_RESERVE_PEEK, R_BEST, 50, 25); // same pri as shard 0, later id
+    const last = sent[sent.length - 1];
+    expect([last.shard, last.kind, op(last.w)]).toEqual([1, K_RESERVE_TAKE_BOUNDED, OP_RESERVE_BOUNDED]);
+    expect([b(last.w), id(last.w)]).toEqual([50, 20]);
+    expect(tubesOf(last.w)).toEqual([tubes[2].id]);
+    reply(1, K_RESERVE_TAKE_BOUNDED, R_JOB, 10, 30);
+    expect(client.answered).toBe('job 30');
+    reserves.fan.invariants();
+  });
+
+  it('the first answer can be the best: the bound is then the best of the later ones', () => {
+    const { reserves, a, tubes, sent, reply } = setup(2, [1, 1]);
+    reserves.fan.begin(a, 0);
+    reply(0, K_RESERVE_PEEK, R_BEST, 1, 9);
+    reply(1, K_RESERVE_PEEK, R_BEST, 2, 3);
+    const last = sent[sent.length - 1];
+    expect([last.shard, b(last.w), id(last.w)]).toEqual([0, 2, 3]);
+    expect(tubesOf(last.w)).toEqual([tubes[0].id]);
+  });
+
+  it('only one shard has a candidate: no bound (a plain reserve there); none there means none', () => {
+    const { reserves, a, sent, reply, client } = setup(2, [1, 1]);
+    reserves.fan.begin(a, 0);
+    reply(0, K_RESERVE_PEEK, R_NONE);
+    reply(1, K_RESERVE_PEEK, R_BEST, 5, 8);
+    const last = sent[sent.length - 1];
+    expect([last.shard, last.kind, op(last.w)]).toEqual([1, K_RESERVE_TAKE, OP_RESERVE]);
+    reply(1, K_RESERVE_TAKE, R_NONE);
+    expect(client.answered).toBe('timeout');
+    reserves.fan.invariants();
+  });
+
+  it('a bounded reserve that loses its race starts over', () => {
+    const { reserves, a, sent, reply } = setup(2, [1, 1]);
+    reserves.fan.begin(a, 0);
+    reply(0, K_RESERVE_PEEK, R_BEST, 6, 2);
+    reply(1, K_RESERVE_PEEK, R_BEST, 5, 8);
+    const before = sent.length;
+    reply(1, K_RESERVE_TAKE_BOUNDED, R_NONE);
+    expect(sent.slice(before).map((x) => [x.shard, op(x.w)])).toEqual([[0, OP_PEEK_BEST], [1, OP_PEEK_BEST]]);
+  });
+
+  it('a retry after a lost bounded reserve is a taker of its own: a put counted meanwhile is taken from the count (#11)', () => {
+    // Tubes a (shard 0) and b (shard 1), both counts 0. The reserve's first bounded reserve, on
+    // b, loses; meanwhile a put to a counts 1; the retry reserves on a and takes that very job.
+    const { reserves, a: attempt, tubes: [ta, tb], sent, reply, counts } = setup(2, [1, 1]);
+    reserves.fan.begin(attempt, 0);
+    reply(0, K_RESERVE_PEEK, R_BEST, 9, 1);
+    reply(1, K_RESERVE_PEEK, R_BEST, 5, 8);
+    expect(tb.blindReserves).toBe(1); // the bounded reserve on shard 1 is a blind taker of b
+    expect(ta.blindReserves).toBe(0); // and of nothing on shard 0
+    counts.add(ta, 1); // a put to a is sent
+    reply(1, K_RESERVE_TAKE_BOUNDED, R_NONE); // lost: start over
+    expect(tb.blindReserves).toBe(0);
+    reply(0, K_RESERVE_PEEK, R_BEST, 0, 9);
+    reply(1, K_RESERVE_PEEK, R_NONE);
+    const last = sent[sent.length - 1];
+    expect([last.shard, op(last.w)]).toEqual([0, OP_RESERVE]);
+    // The reserve on shard 0 may take the put's job: the count must not still say 1.
+    expect(counts.of(ta)).toBe(0);
+    expect(ta.blindReserves).toBe(0);
+  });
+
+  it('a blind taker stays blind until its answer, so a late addition meanwhile is discounted', () => {
+    const { reserves, a, tubes: [t], reply, counts } = setup(1, [1]);
+    reserves.fan.begin(a, 0); // one shard: a reserve at once, blind on t (count 0)
+    expect(t.blindReserves).toBe(1);
+    counts.addLate(t, 1); // a release answered meanwhile: the reserve may have taken it
+    expect(counts.of(t)).toBe(0);
+    reply(0, K_RESERVE_TAKE, R_NONE);
+    expect(t.blindReserves).toBe(0);
+  });
+});
