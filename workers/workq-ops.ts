@@ -10,7 +10,7 @@
 
 import {
   E_WQ_DONE, E_WQ_GONE, E_WQ_READY, HEADER_BYTES, OP_WQ_ADD, OP_WQ_COMPLETE, OP_WQ_DELETE, OP_WQ_FAIL,
-  OP_WQ_INSPECT_JOB, OP_WQ_INSPECT_JOBS, OP_WQ_LEASE, OP_WQ_LENS, OP_WQ_PEEK,
+  OP_WQ_INSPECT_JOB, OP_WQ_INSPECT_JOBS, OP_WQ_LEASE, OP_WQ_LEASE_BOUNDED, OP_WQ_LENS, OP_WQ_PEEK,
   OP_WQ_QUEUE_NAME, OP_WQ_RESTORE, OP_WQ_RESULT, OP_WQ_RUN_END, R_BEST, R_JOB, R_NONE, R_NUMS, R_OK, R_WQ_JOBS, type RecordWriter,
   WQ_ADD_FIXED, WQ_INFO_FIELDS, WQ_INFO_BYTES, WQ_RESTORE_FIXED,
 } from '../src/shared/records.ts';
@@ -170,6 +170,14 @@ export class WorkqOps {
       }
       case OP_WQ_LEASE: {
         const got = store.leaseBest(this.queues(buf, at, a), a, now, this.events);
+        if (got === 0) out.header(R_NONE, 0, 0, 0, 0, 0, 0);
+        else this.leased(got);
+        return;
+      }
+      case OP_WQ_LEASE_BOUNDED: {
+        const p = at + HEADER_BYTES;
+        const queues = this.queues(buf, at + 16, a); // the ids follow the two f64 of the bound
+        const got = store.leaseBounded(queues, a, b | 0, buf.readDoubleLE(p), buf.readDoubleLE(p + 8), id, now, this.events);
         if (got === 0) out.header(R_NONE, 0, 0, 0, 0, 0, 0);
         else this.leased(got);
         return;

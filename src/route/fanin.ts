@@ -63,6 +63,11 @@ export class WaitFifo<T> implements WaitList<T> {
   contains(item: T): boolean {
     return this.items.includes(item);
   }
+
+  /** The waiting items, oldest first (a view: do not change it). */
+  get all(): readonly T[] {
+    return this.items;
+  }
 }
 
 /** Why an attempt ended without a job. */

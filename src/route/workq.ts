@@ -5,13 +5,7 @@
 // (the same hash as beanstalk tubes). A UUID maps to a small internal id, never reused, so a late
 // "gone" from a shard cannot remove a newer job that took the same UUID.
 //
-// lease: all names on one shard -> one request, the shard picks and leases. Several shards ->
-// each names its best ready job (priority, then time), and the shard with the best one leases
-// the best of its names at that moment (the workq server itself picks among names at random);
-// if that shard has nothing left by then, we start over. Nothing ready: the connection waits on each queue until a job
-// becomes ready there or its timeout passes. As in the beanstalk coordinator, every "queue got a
-// ready job" stamps the queue with a new epoch, and an attempt that found nothing retries when
-// one of its queues was stamped after it started, so no wake-up is lost.
+// lease: through the fan-in shared with beanstalk's reserve (./lease.ts, ./fanin.ts).
 //
 // run / result: a connection waiting for a job's result is a waiter on the job's internal id.
 // When a complete/fail is confirmed by the shard (or the shard fails a job by the clock), the
@@ -27,24 +21,17 @@ import {
 } from '../shared/records.ts';
 import type { RecoveredWqJob } from '../../workers/wal/reader.ts';
 import {
-  K_WQ_ACK, K_WQ_ADD, K_WQ_DELETE, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LEASE, K_WQ_LEASE_PICKED, K_WQ_LENS, K_WQ_PEEK,
-  K_WQ_RESULT, K_WQ_RUN_END, K_WQ_WAKE,
+  K_WQ_ACK, K_WQ_ADD, K_WQ_DELETE, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LENS, K_WQ_RESULT, K_WQ_RUN_END, K_WQ_WAKE,
 } from '../proto/workq/kinds.ts';
-import { leaseReply, REPLY_OK, REPLY_TIMEOUT, REPLY_UNLOGGED, resultReply, uuidText } from '../proto/workq/replies.ts';
+import { REPLY_OK, REPLY_TIMEOUT, REPLY_UNLOGGED, resultReply } from '../proto/workq/replies.ts';
 import type { WorkqSession } from '../proto/workq/session.ts';
+import { FanAttempt } from './fanin.ts';
+import { K_LEASE_PEEK, K_LEASE_TAKE, K_LEASE_TAKE_BOUNDED, Leases, WqQueue } from './lease.ts';
+
+export { WqQueue } from './lease.ts';
 
 /** Engine state numbers (workers/engine/workq.ts). */
 export const WQ_LEASED = 4;
-
-export interface WqQueue {
-  readonly id: number;
-  readonly name: string;
-  readonly shard: number;
-  /** Connections whose lease waits on this queue, oldest first. */
-  readonly waiting: WorkqSession[];
-  /** Stamp of the last time it may have gained a ready job. */
-  epoch: number;
-}
 
 /** A connection blocked in run or result on one job. */
 interface ResultWaiter {
@@ -66,7 +53,8 @@ export class WorkqRouter {
   private nextId = 1;
   private readonly queues = new Map<string, WqQueue>();
   private readonly byId: WqQueue[] = [];
-  private epoch = 0;
+  /** Leases over named queues, across shards (the fan-in). */
+  readonly leases: Leases;
   private readonly waiters = new Map<number, ResultWaiter[]>();
   /** Result fetches in flight for waiters, by internal id. */
   private readonly wakes = new Map<number, ResultWaiter[]>();
@@ -86,6 +74,7 @@ export class WorkqRouter {
     this.shardCount = shards;
     this.flushSoon = flushSoon;
     this.earlyAck = earlyAck;
+    this.leases = new Leases(pool, this.byId, flushSoon);
   }
 
   newId(): number {
@@ -104,7 +93,7 @@ export class WorkqRouter {
   findOrMakeQueue(name: string): WqQueue {
     let q = this.queues.get(name);
     if (q === undefined) {
-      q = { id: this.byId.length, name, shard: shardOf(name, this.shardCount), waiting: [], epoch: 0 };
+      q = new WqQueue(this.byId.length, name, shardOf(name, this.shardCount));
       this.queues.set(name, q);
       this.byId.push(q);
       const bytes = Buffer.from(name, 'latin1');
@@ -126,166 +115,26 @@ export class WorkqRouter {
 
   // ---- lease ----
 
-  lease(s: WorkqSession, seq: number, queues: WqQueue[], timeoutMs: number): void {
-    s.leaseSeq = seq;
-    s.leaseQueues = queues;
-    s.leaseDeadline = Date.now() + timeoutMs;
-    s.timerDue = false;
-    if (timeoutMs > 0) {
-      s.leaseTimer = setTimeout(() => {
-        s.leaseTimer = null;
-        this.leaseTimeout(s);
-      }, timeoutMs);
-    }
-    this.attempt(s);
-  }
-
-  private attempt(s: WorkqSession): void {
-    s.attempting = true;
-    s.attemptEpoch = this.epoch;
-    const qs = s.leaseQueues;
-    const first = qs[0].shard;
-    let oneShard = true;
-    for (const q of qs) if (q.shard !== first) oneShard = false;
-    if (oneShard) {
-      const w = this.pool.request(first, K_WQ_LEASE, s, 0);
-      w.header(OP_WQ_LEASE, qs.length * 4, 0, qs.length, 0, 0, 0);
-      for (const q of qs) w.u32(q.id);
-      return;
-    }
-    s.gatherLeft = 0;
-    s.bestId = 0;
-    s.bestShard = -1;
-    for (let shard = 0; shard < this.shardCount; shard++) {
-      let n = 0;
-      for (const q of qs) if (q.shard === shard) n++;
-      if (n === 0) continue;
-      s.gatherLeft++;
-      const w = this.pool.request(shard, K_WQ_PEEK, s, 0);
-      w.header(OP_WQ_PEEK, n * 4, 0, n, 0, 0, 0);
-      for (const q of qs) if (q.shard === shard) w.u32(q.id);
-    }
-  }
-
-  /** Replies to K_WQ_LEASE, K_WQ_PEEK and K_WQ_LEASE_PICKED. */
-  private leaseReply(shard: number, kind: number, s: WorkqSession, buf: Buffer, at: number): void {
-    const rk = buf[at + 4];
-    if (kind === K_WQ_PEEK) {
-      if (rk === R_BEST) {
-        const priority = buf.readInt32LE(at + 16);
-        const schedKey = buf.readDoubleLE(at + HEADER_BYTES);
-        const created = buf.readDoubleLE(at + HEADER_BYTES + 8);
-        // Higher priority first, then earlier schedule time, then earlier creation; shards in order.
-        if (
-          s.bestId === 0 ||
-          priority > s.bestPriority ||
-          (priority === s.bestPriority && (schedKey < s.bestSchedKey || (schedKey === s.bestSchedKey && created < s.bestCreated)))
-        ) {
-          s.bestId = buf.readDoubleLE(at + 24);
-          s.bestPriority = priority;
-          s.bestSchedKey = schedKey;
-          s.bestCreated = created;
-          s.bestShard = shard;
-        }
+  /** `a` (its client's attempt) leases from `queues` for up to `timeoutMs` (0: only what is ready). */
+  lease(a: FanAttempt<WqQueue>, queues: WqQueue[], timeoutMs: number): void {
+    const byShard: WqQueue[][] = [];
+    const shards: number[] = [];
+    for (const q of queues) {
+      if (byShard[q.shard] === undefined) {
+        byShard[q.shard] = [];
+        shards.push(q.shard);
       }
-      if (--s.gatherLeft > 0) return;
-      if (s.closed) {
-        s.attempting = false;
-        return;
-      }
-      if (s.bestId === 0) {
-        this.none(s);
-        return;
-      }
-      // Lease the best of that shard's names now rather than exactly the job peeked: when many
-      // leases race for the same top job, all but one would otherwise go round again.
-      const qs = s.leaseQueues;
-      let n = 0;
-      for (const q of qs) if (q.shard === s.bestShard) n++;
-      const w = this.pool.request(s.bestShard, K_WQ_LEASE_PICKED, s, 0);
-      w.header(OP_WQ_LEASE, n * 4, 0, n, 0, 0, 0);
-      for (const q of qs) if (q.shard === s.bestShard) w.u32(q.id);
-      return;
+      byShard[q.shard].push(q);
     }
-    if (rk === R_JOB) {
-      s.attempting = false;
-      const q = this.byId[buf.readUInt32LE(at + 12)];
-      const more = buf.readUInt32LE(at + 16) !== 0;
-      // A lease is not bound to its connection: a job leased for one that has gone runs out
-      // its TTR and is requeued, as on the real server.
-      if (!s.closed) {
-        const len = buf.readUInt32LE(at);
-        const body = at + HEADER_BYTES + 16;
-        // With a log, a lease it could not record is refused; the job comes back at its TTR end.
-        const unlogged = buf[at + REPLY_FLAG_UNLOGGED] !== 0;
-        this.endLease(s, unlogged ? REPLY_UNLOGGED : leaseReply(uuidText(buf, at + HEADER_BYTES), q.name, buf.readUInt32LE(at + 20), buf, body, at + len));
-      }
-      if (more) this.queueReady(q);
-      return;
-    }
-    if (kind === K_WQ_LEASE_PICKED && !s.closed) {
-      // Somebody emptied that shard's queues between the peek and the lease: ask again.
-      this.attempt(s);
-      return;
-    }
-    this.none(s);
+    a.queues = queues;
+    a.shards = shards;
+    a.byShard = byShard;
+    this.leases.fan.begin(a, timeoutMs);
   }
 
-  private none(s: WorkqSession): void {
-    s.attempting = false;
-    if (s.closed) return;
-    for (const q of s.leaseQueues) {
-      if (q.epoch > s.attemptEpoch) {
-        this.attempt(s);
-        return;
-      }
-    }
-    if (s.timerDue || Date.now() >= s.leaseDeadline) {
-      this.endLease(s, REPLY_TIMEOUT);
-      return;
-    }
-    s.waiting = true;
-    for (const q of s.leaseQueues) q.waiting.push(s);
-  }
-
-  private leaseTimeout(s: WorkqSession): void {
-    if (s.closed) return;
-    if (s.attempting) {
-      s.timerDue = true; // decided when the attempt in flight comes back empty
-      return;
-    }
-    if (!s.waiting) return;
-    this.endLease(s, REPLY_TIMEOUT);
-    this.flushSoon();
-  }
-
-  private endLease(s: WorkqSession, reply: Buffer): void {
-    this.unwait(s);
-    if (s.leaseTimer !== null) {
-      clearTimeout(s.leaseTimer);
-      s.leaseTimer = null;
-    }
-    s.leaseQueues = [];
-    s.answered(s.leaseSeq, reply);
-  }
-
-  /** Stop waiting (woken, timed out, or closed). */
-  unwait(s: WorkqSession): void {
-    if (!s.waiting) return;
-    s.waiting = false;
-    for (const q of s.leaseQueues) {
-      const i = q.waiting.indexOf(s);
-      if (i !== -1) q.waiting.splice(i, 1);
-    }
-  }
-
-  /** Queue `q` may have gained ready jobs: wake the connection that has waited longest on it. */
+  /** Queue `q` may have gained ready jobs: wake the lease that has waited longest on it. */
   queueReady(q: WqQueue): void {
-    q.epoch = ++this.epoch;
-    const s = q.waiting.shift();
-    if (s === undefined) return;
-    this.unwait(s);
-    this.attempt(s);
+    this.leases.fan.ready(q);
   }
 
   // ---- run and result ----
@@ -392,10 +241,10 @@ export class WorkqRouter {
           if (q !== undefined) this.queueReady(q);
         }
         return;
-      case K_WQ_LEASE:
-      case K_WQ_PEEK:
-      case K_WQ_LEASE_PICKED:
-        this.leaseReply(shard, kind, s as WorkqSession, buf, at);
+      case K_LEASE_TAKE:
+      case K_LEASE_PEEK:
+      case K_LEASE_TAKE_BOUNDED:
+        this.leases.reply(shard, kind, s as unknown as FanAttempt<WqQueue>, buf, at);
         return;
       case K_WQ_DELETE:
         if (s !== null) s.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
@@ -475,10 +324,6 @@ export class WorkqRouter {
   /** A closing connection stops waiting; run and result waiters stay until their timers (their replies go nowhere). */
   sessionClosed(s: WorkqSession): void {
     this.clients--;
-    this.unwait(s);
-    if (s.leaseTimer !== null) {
-      clearTimeout(s.leaseTimer);
-      s.leaseTimer = null;
-    }
+    if (s.leaseAttempt !== null) this.leases.fan.cancel(s.leaseAttempt);
   }
 }

@@ -59,6 +59,9 @@ export const OP_WQ_ADD = 32; //        a=queue, b=priority (int32 as u32), c=ttr
 //                                     f64 createdMs, u8 maxAttempts, u8 maxFails, u16 0, u32 0, 16 bytes UUID, body
 export const OP_WQ_LEASE = 33; //      a=queue count; payload u32[count] queue ids
 export const OP_WQ_PEEK = 34; //       a=queue count; payload u32[count] queue ids
+export const OP_WQ_LEASE_BOUNDED = 35; // a=queue count, b=bound priority (int32 as u32), id=bound id; payload f64 bound
+//                                     schedule key, f64 bound created, u32[count] queue ids: lease the best ready job of
+//                                     these queues if it comes before the bound (priority desc, schedule, created, id), else R_NONE
 export const OP_WQ_COMPLETE = 36; //   id; payload: the result
 export const OP_WQ_FAIL = 37; //       id; payload: the result
 export const OP_WQ_DELETE = 38; //     id

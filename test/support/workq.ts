@@ -494,7 +494,7 @@ export function sharedWqServer(shards: number, hooks: {
 
 /** How many leases wait on queue `name` (0 when the queue does not exist yet). */
 export function leasesWaiting(server: WqServer, name: string): number {
-  return server.hub.workq.queue(name)?.waiting.length ?? 0;
+  return server.hub.workq.queue(name)?.waiting.len ?? 0;
 }
 
 /**

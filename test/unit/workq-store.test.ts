@@ -152,6 +152,26 @@ describe('WorkqStore: leasing', () => {
     expect(ev.events).toEqual([]);
   });
 
+  it('leaseBounded leases the best job only if it comes before the bound (priority, schedule, created, id)', () => {
+    const w = checked();
+    const NS = -Infinity; // the schedule key of an unscheduled job
+    add(w, 5, { queue: 1, pri: 3, created: T0 + 10 });
+    const ev = recorder();
+    expect(w.leaseBounded([1], 1, 4, NS, T0, 99, T0, ev)).toBe(0); // higher priority elsewhere
+    expect(w.leaseBounded([1], 1, 3, NS, T0 + 9, 99, T0, ev)).toBe(0); // created earlier elsewhere
+    expect(w.leaseBounded([1], 1, 3, NS, T0 + 10, 4, T0, ev)).toBe(0); // same key, added earlier (smaller id)
+    expect(w.state(5)).toBe(WQ_NEW); // still there, not leased
+    expect(w.leaseBounded([1], 1, 3, NS, T0 + 10, 6, T0, ev)).toBe(5); // same key, added later
+    expect(w.state(5)).toBe(WQ_LEASED);
+    add(w, 7, { queue: 1, pri: 3, created: T0 + 20 });
+    expect(w.leaseBounded([1], 1, 3, NS, T0 + 10, 1, T0, ev)).toBe(0); // created later than the bound
+    expect(w.leaseBounded([1], 1, 3, T0, T0, 1, T0, ev)).toBe(7); // the bound is scheduled: unscheduled comes first
+    add(w, 8, { queue: 1, pri: 3, created: T0 + 20 });
+    expect(w.leaseBounded([1], 1, 2, NS, T0, 1, T0, ev)).toBe(8); // lower priority elsewhere
+    expect(w.leaseBounded([1], 1, -100, NS, T0, 1, T0, ev)).toBe(0); // nothing left
+    expect(ev.events).toEqual([]);
+  });
+
   it('peekBest reports the next lease without changing anything', () => {
     const w = checked();
     expect(w.peekBest([0], 1)).toBe(0);

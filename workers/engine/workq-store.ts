@@ -264,6 +264,38 @@ export class WorkqStore {
     return 0;
   }
 
+  /**
+   * leaseBest, but only while the best job comes before the bound (priority high first, then
+   * schedule key, creation time, id): the best candidate of the other shards a lease over
+   * several shards' queues must beat. Returns the id, or 0 (nothing, or nothing before it).
+   */
+  leaseBounded(queues: ArrayLike<number>, count: number, bPriority: number, bSchedKey: number, bCreated: number, bId: number,
+    nowMs: number, events: WorkqEvents): number {
+    for (;;) {
+      const s = this.bestReady(queues, count);
+      if (s === NIL || !this.beats(s, bPriority, bSchedKey, bCreated, bId)) break;
+      const q = this.queueAt(s);
+      q.ready.removeAt(this.heapPos[s]);
+      if (this.startAttempt(s, nowMs)) {
+        this.lastQueue = q.id;
+        this.lastMore = q.ready.size > 0 ? 1 : 0;
+        return this.ids[s];
+      }
+      events.done(this.ids[s]);
+    }
+    this.lastQueue = -1;
+    this.lastMore = 0;
+    return 0;
+  }
+
+  /** Whether slot `s` comes before the job keyed (priority, schedKey, created, id) of another shard. */
+  private beats(s: number, priority: number, schedKey: number, created: number, id: number): boolean {
+    if (this.pri[s] !== priority) return this.pri[s] > priority;
+    if (this.schedKey[s] !== schedKey) return this.schedKey[s] < schedKey;
+    if (this.created[s] !== created) return this.created[s] < created;
+    return this.ids[s] < id;
+  }
+
   /** The job leaseBest would try first, without changing anything; id or 0. On success sets
    *  lastPriority, lastScheduleKey (-Infinity: not scheduled), lastCreated and lastQueue. */
   peekBest(queues: ArrayLike<number>, count: number): number {

@@ -4,9 +4,7 @@
 
 export const K_WQ_FIRST = 40;
 export const K_WQ_ADD = 40; //        add, schedule, run: wake a leaser when the job is ready
-export const K_WQ_LEASE = 41; //      one shard picks and leases
-export const K_WQ_PEEK = 42; //       several shards: each names its best candidate
-export const K_WQ_LEASE_PICKED = 43; // ...and the shard with the best one leases
+// 41, 42, 43: a lease's requests, which the routing layer sends (src/route/lease.ts).
 export const K_WQ_DONE = 44; //       complete, fail
 export const K_WQ_DELETE = 45; //     delete (in memory answered at once; with a log, when it is logged)
 export const K_WQ_RESULT = 46; //     result: there now, or wait

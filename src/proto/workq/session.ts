@@ -25,30 +25,21 @@ import { K_WQ_ADD, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LENS, K_WQ_RESULT } from './kin
 import { Parser, type WorkqSink } from './parser.ts';
 import {
   inspectReply, inspectServerReply, jobBlock, queueBlock, REPLY_DUPLICATE_JOB, REPLY_DUPLICATE_RESULT,
-  REPLY_NOT_FOUND, REPLY_OK, REPLY_OK_0, REPLY_UNLOGGED, uuidText,
+  leaseReply, REPLY_NOT_FOUND, REPLY_OK, REPLY_OK_0, REPLY_TIMEOUT, REPLY_UNLOGGED, uuidText,
 } from './replies.ts';
+import { FanAttempt, type FanEnd } from '../../route/fanin.ts';
+import type { LeaseClient } from '../../route/lease.ts';
 
 const B_WAIT = 1; // a blocking or gathering command is being answered
 
-export class WorkqSession extends Connection implements WorkqSink {
+export class WorkqSession extends Connection implements WorkqSink, LeaseClient {
   protected readonly parser: Parser;
   private readonly router: WorkqRouter;
 
-  // lease state (the router drives it)
-  leaseSeq = 0;
-  leaseQueues: WqQueue[] = [];
-  leaseDeadline = 0;
-  leaseTimer: ReturnType<typeof setTimeout> | null = null;
-  attempting = false;
-  attemptEpoch = 0;
-  waiting = false;
-  timerDue = false;
-  gatherLeft = 0;
-  bestId = 0;
-  bestShard = -1;
-  bestPriority = 0;
-  bestSchedKey = 0;
-  bestCreated = 0;
+  // The lease being answered: its reply slot, and its attempt in the fan-in (made on the first
+  // lease; the fan-in keeps the attempt's state).
+  private leaseSeq = 0;
+  leaseAttempt: FanAttempt<WqQueue> | null = null;
 
   // result: what the reply needs
   private waitId = 0;
@@ -91,9 +82,9 @@ export class WorkqSession extends Connection implements WorkqSink {
       case CMD_LEASE: {
         const queues: WqQueue[] = [];
         for (const name of p.names) queues.push(router.findOrMakeQueue(name));
-        const seq = this.nextSeq();
+        this.leaseSeq = this.nextSeq();
         this.block(B_WAIT);
-        router.lease(this, seq, queues, p.timeoutMs);
+        router.lease((this.leaseAttempt ??= new FanAttempt<WqQueue>(this)), queues, p.timeoutMs);
         return false;
       }
       case CMD_COMPLETE:
@@ -220,6 +211,33 @@ export class WorkqSession extends Connection implements WorkqSink {
   }
 
   // ---- answers ----
+
+  // ---- the lease's side of the fan-in (LeaseClient) ----
+
+  /** A lease's wait has no early end. */
+  soonMs(): number {
+    return Infinity;
+  }
+
+  /** The server keeps waiting after the peer shuts its sending side (until the lease's timeout). */
+  get cannotWait(): boolean {
+    return false;
+  }
+
+  onNone(_end: FanEnd): void {
+    this.answered(this.leaseSeq, REPLY_TIMEOUT);
+  }
+
+  onLeased(buf: Buffer, at: number, queue: WqQueue): void {
+    // With a log, a lease it could not record is refused; the job comes back at its TTR end.
+    if (buf[at + REPLY_FLAG_UNLOGGED] !== 0) {
+      this.answered(this.leaseSeq, REPLY_UNLOGGED);
+      return;
+    }
+    const len = buf.readUInt32LE(at);
+    const ttrMs = buf.readUInt32LE(at + 20);
+    this.answered(this.leaseSeq, leaseReply(uuidText(buf, at + HEADER_BYTES), queue.name, ttrMs, buf, at + HEADER_BYTES + 16, at + len));
+  }
 
   /** The blocking command `seq` is answered: send it and read on. */
   answered(seq: number, reply: Buffer): void {
