@@ -3,10 +3,11 @@ import {
   CMD_ADD, CMD_COMPLETE, CMD_DELETE, CMD_FAIL, CMD_INSPECT_JOB, CMD_INSPECT_JOBS, CMD_INSPECT_QUEUE,
   CMD_INSPECT_QUEUES, CMD_INSPECT_SCHEDULED_JOBS, CMD_LEASE, CMD_NAMES, CMD_RESULT, CMD_RUN, CMD_SCHEDULE,
 } from '../../src/proto/workq/commands.ts';
+import { LINE_BYTES_MAX, PAYLOAD_BYTES_MAX, Parser, RESULT_BYTES_MAX, type WorkqSink } from '../../src/proto/workq/parser.ts';
 import {
-  GO_ZERO_TIME_MS, INSPECT_LIMIT_MAX, LINE_BYTES_MAX, MAX_ATTEMPTS_MAX, MAX_FAILS_MAX, NAME_BYTES_MAX,
-  PAYLOAD_BYTES_MAX, Parser, RESULT_BYTES_MAX, TTL_MS_MAX, TTR_MS_MAX, WAIT_TIMEOUT_MS_MAX, type WorkqSink,
-} from '../../src/proto/workq/parser.ts';
+  INSPECT_LIMIT_MAX, MAX_ATTEMPTS_MAX, MAX_FAILS_MAX, NAME_BYTES_MAX, TTL_MS_MAX, TTR_MS_MAX, WAIT_TIMEOUT_MS_MAX,
+} from '../../src/proto/workq/validate.ts';
+import { GO_ZERO_TIME_MS } from '../../src/proto/workq/values.ts';
 import { formatTime } from '../../src/proto/workq/replies.ts';
 
 // The test clock: 2020-01-01T00:00:00Z.

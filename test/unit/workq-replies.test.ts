@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { STATE_LEASED, STATE_NEW, STATE_PENDING } from '../../src/proto/workq/commands.ts';
-import { GO_ZERO_TIME_MS, Parser } from '../../src/proto/workq/parser.ts';
+import { Parser } from '../../src/proto/workq/parser.ts';
+import { GO_ZERO_TIME_MS } from '../../src/proto/workq/values.ts';
 import {
   REPLY_COMMAND_TOO_LONG, REPLY_DUPLICATE_JOB, REPLY_DUPLICATE_RESULT, REPLY_INVALID_ARGS,
   REPLY_INVALID_CURSOR_OFFSET, REPLY_INVALID_FLAGS, REPLY_INVALID_ID, REPLY_INVALID_LIMIT,
