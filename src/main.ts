@@ -1,7 +1,7 @@
 // The `shardstalk` command: beanstalkd's flags where they exist, plus --shards.
 
 import { parseArgs } from 'node:util';
-import { VERSION } from './hub.ts';
+import { VERSION } from './version.ts';
 import { makeLogger } from './log.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
 import { FSYNC_MS_DEFAULT, HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer, WORKQ_PORT_DEFAULT } from './server.ts';

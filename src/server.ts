@@ -3,7 +3,8 @@
 import os from 'node:os';
 import type net from 'node:net';
 import fs from 'node:fs';
-import { Hub, type WalConfig } from './hub.ts';
+import { BeanstalkServer } from './proto/beanstalk/server.ts';
+import { Router, type WalConfig } from './route/router.ts';
 import { lockDir, type DirLock } from '../workers/wal/lock.ts';
 import { recover, removeGenerationsBefore, WalCorruptError, type RecoveredJob, type RecoverResult } from '../workers/wal/reader.ts';
 import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
@@ -56,7 +57,10 @@ export interface RunningServer {
   readonly port: number;
   readonly host: string;
   readonly shards: number;
-  readonly hub: Hub;
+  /** The routing layer: shards, tubes, queues, job map, fan-ins. */
+  readonly router: Router;
+  /** The beanstalk protocol's connections and server-wide counters. */
+  readonly beanstalk: BeanstalkServer;
   /** The workq port, or null when workq is off. */
   readonly workqPort: number | null;
   /** Drain mode (SIGUSR1): puts are answered DRAINING. */
@@ -99,13 +103,14 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     };
   }
 
-  const hub = new Hub({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel, walFaults: opts.walFaults, ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes });
-  hub.onCertainMiss = (conn) => {
-    // A reserve sent as certain found nothing: ReadyCounts over-counted. The client got
-    // TIMED_OUT; report it so the bug is seen.
-    log.error({ conn, misses: hub.certainMisses }, 'a reserve sent as certain found no job (please report)');
+  const router = new Router({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel, walFaults: opts.walFaults, ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes });
+  const beanstalk = new BeanstalkServer(router);
+  beanstalk.onCertainMiss = (conn) => {
+    // A reserve sent as certain found nothing: ReadyCounts over-counted. The reserve goes on as
+    // an ordinary one; report it so the bug is seen.
+    log.error({ conn, misses: beanstalk.certainMisses }, 'a reserve sent as certain found no job (please report)');
   };
-  hub.onFatal = (shard, err) => {
+  router.onFatal = (shard, err) => {
     // Its queues are gone from memory: serving on would answer wrongly. Exit; with -b the log
     // still holds every acknowledged job for the next start.
     log.fatal({ shard, err: err.stack ?? err.message }, 'a shard thread died; exiting');
@@ -114,24 +119,24 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   let server: net.Server;
   let workqServer: net.Server | null = null;
   try {
-    await hub.pool.ready();
+    await router.pool.ready();
     if (recovered !== null && wal !== undefined) {
       // Every live job goes to the shard its tube hashes to now (the shard count may have
       // changed), which writes it into the new generation; once that is durable, the old
       // generations can go.
       const ids = [...recovered.jobs.keys()].sort((x, y) => x - y);
-      for (const id of ids) hub.restoreJob(recovered.jobs.get(id) as RecoveredJob);
-      for (const j of recovered.wqJobs.values()) hub.workq.restoreJob(j);
-      if (recovered.maxId >= hub.nextJobId) hub.nextJobId = recovered.maxId + 1;
-      await hub.syncShards();
+      for (const id of ids) router.restoreJob(recovered.jobs.get(id) as RecoveredJob);
+      for (const j of recovered.wqJobs.values()) router.workq.restoreJob(j);
+      if (recovered.maxId >= router.nextJobId) router.nextJobId = recovered.maxId + 1;
+      await router.syncShards();
       removeGenerationsBefore(wal.dir, wal.generation);
-      log.info({ jobs: ids.length, workqJobs: recovered.wqJobs.size, nextId: hub.nextJobId, records: recovered.records, dir: wal.dir }, 'recovered from the write-ahead log');
+      log.info({ jobs: ids.length, workqJobs: recovered.wqJobs.size, nextId: router.nextJobId, records: recovered.records, dir: wal.dir }, 'recovered from the write-ahead log');
       recovered = null;
     }
-    server = await listenBeanstalk(hub, host, opts.port ?? PORT_DEFAULT, log);
+    server = await listenBeanstalk(beanstalk, host, opts.port ?? PORT_DEFAULT, log);
     if (opts.workq) {
       try {
-        workqServer = await listenWorkq(hub, opts.workq.host, opts.workq.port, log);
+        workqServer = await listenWorkq(router, opts.workq.host, opts.workq.port, log);
       } catch (err) {
         if (!opts.workqOptional) {
           server.close();
@@ -141,7 +146,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       }
     }
   } catch (err) {
-    await hub.close();
+    await router.close();
     lock?.unlock();
     throw err;
   }
@@ -165,10 +170,11 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     port,
     host,
     shards,
-    hub,
+    router,
+    beanstalk,
     workqPort,
     drain() {
-      hub.draining = true;
+      beanstalk.draining = true;
       log.info('drain mode: new jobs are refused');
     },
     async close() {
@@ -177,7 +183,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
           (srv) => new Promise<void>((resolve) => (srv === null ? resolve() : srv.close(() => resolve()))),
         ).concat([Promise.resolve().then(() => { for (const s of sockets) s.destroy(); })]),
       );
-      await hub.close();
+      beanstalk.closeAll();
+      await router.close();
       lock?.unlock();
     },
   };

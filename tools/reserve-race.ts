@@ -35,7 +35,7 @@ const port = server !== null ? server.port : Number(o.port);
 const tubes = tubesOnTwoShards(server !== null ? shards : 4);
 console.log(`reserve race: ${server !== null ? `shardstalk, ${shards} shards` : `port ${port}`}, tubes ${tubes.join(' ')}, ${o.seconds} s, seed ${seed}`);
 const r = await runReserveRace({ port, tubes, durationMs: Number(o.seconds) * 1000, seed, consumersPerGroup: Number(o.consumers) });
-const misses = server !== null ? server.hub.certainMisses : 0;
+const misses = server !== null ? server.beanstalk.certainMisses : 0;
 if (server !== null) await server.close();
 console.log(`put ${r.inserted}, reserved ${r.reserved} (one-tube consumers ${r.reservedBySingle}, two-tube ${r.reservedByBoth})`);
 console.log(`other replies to reserve: ${JSON.stringify(Object.fromEntries(r.wrongReplies))}`);

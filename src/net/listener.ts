@@ -2,10 +2,11 @@
 // beanstalk port, a WorkqSession on the workq port).
 
 import net from 'node:net';
-import type { Hub } from '../hub.ts';
+import type { Router } from '../route/router.ts';
+import type { BeanstalkServer } from '../proto/beanstalk/server.ts';
+import { Session } from '../proto/beanstalk/session.ts';
 import type { Logger } from '../log.ts';
 import type { Transport } from '../proto/connection.ts';
-import { Session } from '../proto/beanstalk/session.ts';
 import { WorkqSession } from '../proto/workq/session.ts';
 
 /** What a listener needs of a connection. */
@@ -86,21 +87,21 @@ function listen(host: string, port: number, log: Logger, open: (connId: number, 
   });
 }
 
-export function listenBeanstalk(hub: Hub, host: string, port: number, log: Logger): Promise<net.Server> {
+export function listenBeanstalk(beanstalk: BeanstalkServer, host: string, port: number, log: Logger): Promise<net.Server> {
   return listen(
     host,
     port,
     log,
     (connId, transport) => {
-      const session = new Session(hub, connId, transport);
-      hub.sessionOpened(session);
-      return session;
+      const s = new Session(beanstalk, connId, transport);
+      beanstalk.opened(s);
+      return s;
     },
-    () => hub.newConnId(),
+    () => beanstalk.router.newConnId(),
   );
 }
 
-export function listenWorkq(hub: Hub, host: string, port: number, log: Logger): Promise<net.Server> {
+export function listenWorkq(router: Router, host: string, port: number, log: Logger): Promise<net.Server> {
   let next = 1;
-  return listen(host, port, log.child({ proto: 'workq' }), (connId, transport) => new WorkqSession(hub, hub.workq, connId, transport), () => next++);
+  return listen(host, port, log.child({ proto: 'workq' }), (connId, transport) => new WorkqSession(router, router.workq, connId, transport), () => next++);
 }

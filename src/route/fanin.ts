@@ -19,6 +19,8 @@
 // smallest first (beanstalk: pri, 0, 0, id; workq: -priority, schedule time, creation, id); the
 // shards order their own jobs the same way. All per-attempt state lives in FanAttempt.
 
+import type { ReplyTarget } from './shards.ts';
+
 /** A queue a fan-in takes from (a beanstalk tube, a workq queue). */
 export interface FanQueue {
   readonly shard: number;
@@ -91,6 +93,8 @@ export interface FanShards<Q extends FanQueue> {
   /** Ask `shard` to take its best ready job among `queues` for `a`: under the bound `a.bound`
    *  when `bounded` (it must come before it), else whatever is best. */
   take(a: FanAttempt<Q>, shard: number, queues: readonly Q[], bounded: boolean): void;
+  /** A shard's reply to one of those requests (sent with the attempt as its reply target). */
+  reply(shard: number, kind: number, a: FanAttempt<Q>, buf: Buffer, at: number): void;
 }
 
 /** ReadyCounts' side of a take (beanstalk only): a taker of each queue while in flight. */
@@ -129,8 +133,10 @@ export class FanKey {
 }
 
 /** One client's attempt to take a job; reused for the client's next one. */
-export class FanAttempt<Q extends FanQueue = FanQueue> {
+export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
   readonly client: FanClient;
+  /** The protocol's shard side, which reads the replies to this attempt's requests. */
+  port: FanShards<Q> | null = null;
   /** The queues, grouped by shard: `shards` lists the shards, `byShard[shard]` their queues. */
   queues: readonly Q[] = [];
   shards: readonly number[] = [];
@@ -161,6 +167,10 @@ export class FanAttempt<Q extends FanQueue = FanQueue> {
     this.client = client;
   }
 
+  onShardReply(shard: number, kind: number, _seq: number, buf: Buffer, at: number): void {
+    (this.port as FanShards<Q>).reply(shard, kind, this, buf, at);
+  }
+
   /** Whether it is asking shards or waiting. */
   get live(): boolean {
     return this.attempting || this.waiting;
@@ -189,6 +199,7 @@ export class FanIn<Q extends FanQueue> {
    */
   begin(a: FanAttempt<Q>, timeoutMs: number): void {
     a.deadlineMs = timeoutMs < 0 ? Infinity : Date.now() + timeoutMs;
+    a.port = this.shards;
     this.live.add(a);
     this.attempt(a);
   }

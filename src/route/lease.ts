@@ -11,8 +11,7 @@ import { HEADER_BYTES, OP_WQ_LEASE, OP_WQ_LEASE_BOUNDED, OP_WQ_PEEK, R_BEST, R_J
 import { type FanAttempt, type FanClient, FanIn, type FanQueue, type FanShards, WaitFifo } from './fanin.ts';
 import type { ShardPool } from './shards.ts';
 
-// The pool's reply kinds of a lease's requests (workq's own kinds are in src/proto/workq/kinds.ts
-// and skip these numbers; they are at or above K_WQ_FIRST, so the hub hands them to workq).
+// The kinds of a lease's requests: how Leases.reply reads the reply to each.
 /** A lease over the queues of one shard: R_JOB or R_NONE. */
 export const K_LEASE_TAKE = 41;
 /** Each shard's best candidate: R_BEST or R_NONE. */
@@ -45,10 +44,10 @@ export interface LeaseClient extends FanClient {
 
 export class Leases implements FanShards<WqQueue> {
   readonly fan: FanIn<WqQueue>;
-  private readonly pool: ShardPool<unknown>;
+  private readonly pool: ShardPool;
   private readonly queues: readonly WqQueue[];
 
-  constructor(pool: ShardPool<unknown>, queues: readonly WqQueue[], flushSoon: () => void) {
+  constructor(pool: ShardPool, queues: readonly WqQueue[], flushSoon: () => void) {
     this.pool = pool;
     this.queues = queues;
     this.fan = new FanIn<WqQueue>(this, null, flushSoon);

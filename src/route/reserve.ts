@@ -12,8 +12,7 @@ import type { ReadyCounts } from './readycount.ts';
 import type { ShardPool } from './shards.ts';
 import type { Tube, TubeRegistry } from './tubes.ts';
 
-// The pool's reply kinds of a reserve's requests (beanstalk's own kinds are in
-// src/proto/beanstalk/kinds.ts and skip these numbers).
+// The kinds of a reserve's requests: how Reserves.reply reads the reply to each.
 /** A reserve over the tubes of one shard: R_JOB or R_NONE. */
 export const K_RESERVE_TAKE = 2;
 /** Each shard's best candidate: R_BEST or R_NONE. */
@@ -30,10 +29,10 @@ export interface ReserveClient extends FanClient {
 
 export class Reserves implements FanShards<Tube> {
   readonly fan: FanIn<Tube>;
-  private readonly pool: ShardPool<unknown>;
+  private readonly pool: ShardPool;
   private readonly tubes: TubeRegistry;
 
-  constructor(pool: ShardPool<unknown>, counts: ReadyCounts, tubes: TubeRegistry, flushSoon: () => void) {
+  constructor(pool: ShardPool, counts: ReadyCounts, tubes: TubeRegistry, flushSoon: () => void) {
     this.pool = pool;
     this.tubes = tubes;
     this.fan = new FanIn<Tube>(this, counts, flushSoon);

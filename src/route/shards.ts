@@ -22,11 +22,20 @@ export const RING_BYTES_DEFAULT = 8 * 1024 * 1024;
  */
 export const BACKLOG_BYTES_DEFAULT = 4 * 1024 * 1024;
 
+/** Whoever a shard's reply to a request is for: a connection, a fan-in attempt, the router itself. */
+export interface ReplyTarget {
+  /** The reply (at `at` in `buf`, valid during the call) to the request sent with `kind` and `seq`. */
+  onShardReply(shard: number, kind: number, seq: number, buf: Buffer, at: number): void;
+}
+
+/** The target of requests whose replies nobody needs (every request gets a reply). */
+export const NO_REPLY: ReplyTarget = { onShardReply() {} };
+
 /** A FIFO of pending replies: parallel arrays used as a circular queue, no object per entry. */
-class PendingFifo<S> {
+class PendingFifo {
   private kinds = new Int32Array(1024);
   private seqs = new Float64Array(1024);
-  private sessions: (S | null)[] = new Array(1024).fill(null);
+  private targets: (ReplyTarget | null)[] = new Array(1024).fill(null);
   private head = 0;
   private size = 0;
 
@@ -34,27 +43,27 @@ class PendingFifo<S> {
     return this.size;
   }
 
-  push(kind: number, session: S | null, seq: number): void {
+  push(kind: number, target: ReplyTarget, seq: number): void {
     if (this.size === this.kinds.length) this.grow();
     const i = (this.head + this.size) & (this.kinds.length - 1);
     this.kinds[i] = kind;
     this.seqs[i] = seq;
-    this.sessions[i] = session;
+    this.targets[i] = target;
     this.size++;
   }
 
   // Results of shift(), read right after it.
   kind = 0;
   seq = 0;
-  session: S | null = null;
+  target: ReplyTarget = NO_REPLY;
 
   shift(): boolean {
     if (this.size === 0) return false;
     const i = this.head;
     this.kind = this.kinds[i];
     this.seq = this.seqs[i];
-    this.session = this.sessions[i];
-    this.sessions[i] = null;
+    this.target = this.targets[i] as ReplyTarget;
+    this.targets[i] = null;
     this.head = (i + 1) & (this.kinds.length - 1);
     this.size--;
     return true;
@@ -64,23 +73,21 @@ class PendingFifo<S> {
     const cap = this.kinds.length;
     const kinds = new Int32Array(cap * 2);
     const seqs = new Float64Array(cap * 2);
-    const sessions: (S | null)[] = new Array(cap * 2).fill(null);
+    const targets: (ReplyTarget | null)[] = new Array(cap * 2).fill(null);
     for (let k = 0; k < this.size; k++) {
       const i = (this.head + k) & (cap - 1);
       kinds[k] = this.kinds[i];
       seqs[k] = this.seqs[i];
-      sessions[k] = this.sessions[i];
+      targets[k] = this.targets[i];
     }
     this.kinds = kinds;
     this.seqs = seqs;
-    this.sessions = sessions;
+    this.targets = targets;
     this.head = 0;
   }
 }
 
-export interface ShardReplyHandler<S> {
-  /** A reply; the record is at `at` in `buf` (see records.ts). */
-  reply(shard: number, kind: number, session: S | null, seq: number, buf: Buffer, at: number): void;
+export interface ShardReplyHandler {
   /** An unsolicited event (E_READY, E_TIMED_OUT). */
   event(shard: number, buf: Buffer, at: number): void;
   /** Called after a batch of replies was handled (flush socket output here). */
@@ -89,7 +96,7 @@ export interface ShardReplyHandler<S> {
   fatal(shard: number, err: Error): void;
 }
 
-interface ShardLink<S> {
+interface ShardLink {
   readonly index: number;
   readonly worker: Worker;
   readonly toShard: Ring;
@@ -97,7 +104,7 @@ interface ShardLink<S> {
   readonly bell: Doorbell;
   readonly writer: RecordWriter;
   readonly reader: RecordReader;
-  readonly pending: PendingFifo<S>;
+  readonly pending: PendingFifo;
   flushed: number; // bytes of writer already copied into the ring
   held: boolean; // holdRequests (tests)
 }
@@ -110,12 +117,12 @@ export interface ShardPoolOptions {
   workerData?: Record<string, unknown>;
 }
 
-export class ShardPool<S> {
-  readonly links: ShardLink<S>[] = [];
+export class ShardPool {
+  readonly links: ShardLink[] = [];
   private readonly mainBell = Doorbell.create();
   /** Word 0 set to 1 asks every shard loop to stop (the loops block in Atomics.wait, not on messages). */
   private readonly stop = new Int32Array(new SharedArrayBuffer(4));
-  private readonly handler: ShardReplyHandler<S>;
+  private readonly handler: ShardReplyHandler;
   private flushScheduled = false;
   private running = true;
   private readonly readyPromises: Promise<void>[] = [];
@@ -124,7 +131,7 @@ export class ShardPool<S> {
   /** The most request bytes one shard's queue held when a connection checked it (for tests and stats). */
   backlogPeak = 0;
 
-  constructor(opts: ShardPoolOptions, handler: ShardReplyHandler<S>) {
+  constructor(opts: ShardPoolOptions, handler: ShardReplyHandler) {
     this.handler = handler;
     const ringBytes = opts.ringBytes ?? RING_BYTES_DEFAULT;
     this.backlogMax = opts.backlogBytes ?? BACKLOG_BYTES_DEFAULT;
@@ -164,7 +171,7 @@ export class ShardPool<S> {
         bell,
         writer: new RecordWriter(),
         reader: new RecordReader(),
-        pending: new PendingFifo<S>(),
+        pending: new PendingFifo(),
         flushed: 0,
         held: false,
       });
@@ -178,9 +185,9 @@ export class ShardPool<S> {
   }
 
   /** Registers what to do with the shard's next reply and returns its writer for the request. */
-  request(shard: number, kind: number, session: S | null, seq: number): RecordWriter {
+  request(shard: number, kind: number, target: ReplyTarget, seq: number): RecordWriter {
     const link = this.links[shard];
-    link.pending.push(kind, session, seq);
+    link.pending.push(kind, target, seq);
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(this.flushNow);
@@ -270,7 +277,7 @@ export class ShardPool<S> {
           } else {
             const p = link.pending;
             if (!p.shift()) throw new Error(`shard ${link.index}: reply without a request`);
-            this.handler.reply(link.index, p.kind, p.session, p.seq, r.buf, at);
+            p.target.onShardReply(link.index, p.kind, p.seq, r.buf, at);
           }
         }
       }

@@ -1,7 +1,7 @@
 // The main thread's side of the workq protocol: job UUIDs -> shards, queue names -> shards, the
 // lease fan-in across shards, and the connections blocked in run / result.
 //
-// Jobs live in the shards (workers/engine/workq.ts), each queue on the shard its name hashes to
+// Jobs live in the shards (workers/engine/workq-store.ts), each queue on the shard its name hashes to
 // (the same hash as beanstalk tubes). A UUID maps to a small internal id, never reused, so a late
 // "gone" from a shard cannot remove a newer job that took the same UUID.
 //
@@ -11,31 +11,40 @@
 // When a complete/fail is confirmed by the shard (or the shard fails a job by the clock), the
 // result is fetched once from the shard and sent to every waiter.
 
-import type { ShardPool } from './shards.ts';
+import { NO_REPLY, type ReplyTarget, type ShardPool } from './shards.ts';
 import { UuidMap } from './uuidmap.ts';
 import { shardOf } from './hash.ts';
 import {
-  HEADER_BYTES, OP_WQ_DELETE, OP_WQ_LEASE, OP_WQ_PEEK, OP_WQ_QUEUE_NAME, OP_WQ_RESTORE,
-  OP_WQ_RESULT, OP_WQ_RUN_END, R_BEST, R_JOB, R_OK, E_WQ_DONE, E_WQ_GONE, E_WQ_READY, REPLY_FLAG_UNLOGGED,
-  WQ_RESTORE_FIXED,
+  E_WQ_DONE, E_WQ_GONE, E_WQ_READY, HEADER_BYTES, OP_WQ_DELETE, OP_WQ_QUEUE_NAME, OP_WQ_RESTORE, OP_WQ_RESULT, OP_WQ_RUN_END,
+  R_JOB, R_OK, WQ_RESTORE_FIXED,
 } from '../shared/records.ts';
 import type { RecoveredWqJob } from '../../workers/wal/reader.ts';
-import {
-  K_WQ_ACK, K_WQ_ADD, K_WQ_DELETE, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LENS, K_WQ_RESULT, K_WQ_RUN_END, K_WQ_WAKE,
-} from '../proto/workq/kinds.ts';
-import { REPLY_OK, REPLY_TIMEOUT, REPLY_UNLOGGED, resultReply } from '../proto/workq/replies.ts';
-import type { WorkqSession } from '../proto/workq/session.ts';
-import { FanAttempt } from './fanin.ts';
-import { K_LEASE_PEEK, K_LEASE_TAKE, K_LEASE_TAKE_BOUNDED, Leases, WqQueue } from './lease.ts';
+import type { FanAttempt } from './fanin.ts';
+import { Leases, WqQueue } from './lease.ts';
 
 export { WqQueue } from './lease.ts';
 
-/** Engine state numbers (workers/engine/workq.ts). */
+/** Engine state numbers (workers/engine/workq-store.ts). */
 export const WQ_LEASED = 4;
+
+// The kinds of the router's own requests (the session's are in src/proto/workq/kinds.ts).
+/** A job got its result: fetch it for the connections waiting on it (seq = the job's id). */
+const K_WAKE = 1;
+/** A run's wait timeout passed (seq = the job's id). */
+const K_RUN_END = 2;
+
+/** A connection blocked in run or result (the workq session). */
+export interface ResultClient {
+  /**
+   * The wait of command `seq` on job `idText` ended: with the job's result (an R_JOB reply to
+   * OP_WQ_RESULT / OP_WQ_RUN_END: b = success; payload the result), or `buf` null: timed out.
+   */
+  onResult(seq: number, idText: string, buf: Buffer | null, at: number): void;
+}
 
 /** A connection blocked in run or result on one job. */
 interface ResultWaiter {
-  readonly s: WorkqSession;
+  readonly s: ResultClient;
   readonly seq: number;
   readonly id: number;
   readonly shard: number;
@@ -47,7 +56,7 @@ interface ResultWaiter {
 }
 
 export class WorkqRouter {
-  private readonly pool: ShardPool<unknown>;
+  private readonly pool: ShardPool;
   private readonly shardCount: number;
   readonly uuids = new UuidMap();
   private nextId = 1;
@@ -69,7 +78,7 @@ export class WorkqRouter {
   /** In memory (no log): add and delete are answered before their shard replies. */
   readonly earlyAck: boolean;
 
-  constructor(pool: ShardPool<unknown>, shards: number, flushSoon: () => void, earlyAck: boolean) {
+  constructor(pool: ShardPool, shards: number, flushSoon: () => void, earlyAck: boolean) {
     this.pool = pool;
     this.shardCount = shards;
     this.flushSoon = flushSoon;
@@ -97,7 +106,7 @@ export class WorkqRouter {
       this.queues.set(name, q);
       this.byId.push(q);
       const bytes = Buffer.from(name, 'latin1');
-      const w = this.pool.request(q.shard, K_WQ_ACK, null, 0);
+      const w = this.pool.request(q.shard, 0, NO_REPLY, 0);
       w.header(OP_WQ_QUEUE_NAME, bytes.length, 0, q.id, 0, 0, 0);
       w.bytes(bytes, 0, bytes.length);
     }
@@ -109,8 +118,8 @@ export class WorkqRouter {
     return [...this.queues.keys()].sort();
   }
 
-  request(shard: number, kind: number, s: WorkqSession | null, seq: number) {
-    return this.pool.request(shard, kind, s, seq);
+  request(shard: number, kind: number, target: ReplyTarget, seq: number) {
+    return this.pool.request(shard, kind, target, seq);
   }
 
   // ---- lease ----
@@ -140,7 +149,7 @@ export class WorkqRouter {
   // ---- run and result ----
 
   /** `s` waits (command `seq`) for the result of job `id` until `timeoutMs`. */
-  waitResult(s: WorkqSession, seq: number, id: number, shard: number, idText: string, timeoutMs: number, runUuid: Uint8Array | null): void {
+  waitResult(s: ResultClient, seq: number, id: number, shard: number, idText: string, timeoutMs: number, runUuid: Uint8Array | null): void {
     const w: ResultWaiter = { s, seq, id, shard, idText, runUuid, timer: null, done: false };
     let list = this.waiters.get(id);
     if (list === undefined) this.waiters.set(id, (list = []));
@@ -152,7 +161,7 @@ export class WorkqRouter {
         this.runEnd(w);
         return;
       }
-      this.finish(w, REPLY_TIMEOUT);
+      this.finish(w, null, 0);
       this.flushSoon();
     }, timeoutMs);
   }
@@ -165,7 +174,8 @@ export class WorkqRouter {
     if (list.length === 0) this.waiters.delete(w.id);
   }
 
-  private finish(w: ResultWaiter, reply: Buffer): void {
+  /** The wait ends with the result in `buf` at `at`, or (null) timed out. */
+  private finish(w: ResultWaiter, buf: Buffer | null, at: number): void {
     if (w.done) return;
     w.done = true;
     this.dropWaiter(w);
@@ -174,16 +184,16 @@ export class WorkqRouter {
       w.timer = null;
     }
     if (w.runUuid !== null) this.deleteJob(w.runUuid, w.id, w.shard);
-    w.s.answered(w.seq, reply);
+    w.s.onResult(w.seq, w.idText, buf, at);
   }
 
   /**
    * Removes a job from its shard and from the UUID map (if the UUID still names it). A client's
-   * delete passes its session and reply slot, answered when the shard has logged it.
+   * delete passes itself, the kind and its reply slot, answered when the shard has logged it.
    */
-  deleteJob(uuid: Uint8Array, id: number, shard: number, s: WorkqSession | null = null, seq = 0): void {
+  deleteJob(uuid: Uint8Array, id: number, shard: number, target: ReplyTarget = NO_REPLY, kind = 0, seq = 0): void {
     this.uuids.remove(uuid, 0, id);
-    this.pool.request(shard, s === null ? K_WQ_ACK : K_WQ_DELETE, s, seq).header(OP_WQ_DELETE, 0, 0, 0, 0, 0, id);
+    this.pool.request(shard, kind, target, seq).header(OP_WQ_DELETE, 0, 0, 0, 0, 0, id);
   }
 
   /** A job read back from the write-ahead log: to the shard its queue hashes to now, under a new internal id. */
@@ -191,7 +201,7 @@ export class WorkqRouter {
     const q = this.findOrMakeQueue(j.name);
     const id = this.newId();
     if (!this.uuids.insert(j.uuid, 0, id, q.shard)) return;
-    const w = this.pool.request(q.shard, K_WQ_ACK, null, 0);
+    const w = this.pool.request(q.shard, 0, NO_REPLY, 0);
     w.header(OP_WQ_RESTORE, WQ_RESTORE_FIXED + j.payload.length + j.result.length, 0, q.id, j.priority, j.ttrMs, id);
     w.f64(j.ttlMs);
     w.f64(j.scheduleMs);
@@ -209,7 +219,7 @@ export class WorkqRouter {
   /** A run's wait timeout passed: a job being worked on gets until its TTR end, else TIMEOUT. */
   private runEnd(w: ResultWaiter): void {
     this.runEnds.set(w.id, w);
-    this.pool.request(w.shard, K_WQ_RUN_END, null, w.id).header(OP_WQ_RUN_END, 0, 0, 0, 0, 0, w.id);
+    this.pool.request(w.shard, K_RUN_END, this.own, w.id).header(OP_WQ_RUN_END, 0, 0, 0, 0, 0, w.id);
     this.flushSoon();
   }
 
@@ -219,77 +229,64 @@ export class WorkqRouter {
     if (list === undefined) return;
     this.waiters.delete(id);
     this.wakes.set(id, list);
-    this.pool.request(shard, K_WQ_WAKE, null, id).header(OP_WQ_RESULT, 0, 0, 0, 0, 0, id);
-  }
-
-  /** The result record of an R_JOB reply to OP_WQ_RESULT / OP_WQ_RUN_END. */
-  static resultOf(idText: string, buf: Buffer, at: number): Buffer {
-    const len = buf.readUInt32LE(at);
-    return resultReply(idText, buf.readUInt32LE(at + 16) !== 0, buf, at + HEADER_BYTES, at + len);
+    this.pool.request(shard, K_WAKE, this.own, id).header(OP_WQ_RESULT, 0, 0, 0, 0, 0, id);
   }
 
   // ---- shard replies and events ----
 
-  onReply(shard: number, kind: number, s: WorkqSession | null, seq: number, buf: Buffer, at: number): void {
+  /**
+   * The reply to an add (OP_WQ_ADD: R_OK a = 1 ready / 2 scheduled, b = queue): a job ready now
+   * wakes a lease waiting on its queue. The session that sent it calls this, or, for an add
+   * answered before the shard has it, the router's own target.
+   */
+  added(buf: Buffer, at: number): void {
+    if (buf[at + 4] !== R_OK || buf.readUInt32LE(at + 12) !== 1) return;
+    const q = this.byId[buf.readUInt32LE(at + 16)];
+    if (q !== undefined) this.queueReady(q);
+  }
+
+  /** The target of an add nobody waits for. */
+  readonly addedEarly: ReplyTarget = {
+    onShardReply: (_shard, _kind, _seq, buf, at) => this.added(buf, at),
+  };
+
+  /** Replies to the router's own requests (result fetches, run ends). */
+  private readonly own: ReplyTarget = {
+    onShardReply: (_shard, kind, seq, buf, at) => this.ownReply(kind, seq, buf, at),
+  };
+
+  private ownReply(kind: number, seq: number, buf: Buffer, at: number): void {
     const rk = buf[at + 4];
-    switch (kind) {
-      case K_WQ_ADD:
-        // With a log, add waits for this reply; a change the log could not take is an error.
-        if (s !== null) s.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
-        if (rk === R_OK && buf.readUInt32LE(at + 12) === 1) {
-          const q = this.byId[buf.readUInt32LE(at + 16)];
-          if (q !== undefined) this.queueReady(q);
-        }
-        return;
-      case K_LEASE_TAKE:
-      case K_LEASE_PEEK:
-      case K_LEASE_TAKE_BOUNDED:
-        this.leases.reply(shard, kind, s as unknown as FanAttempt<WqQueue>, buf, at);
-        return;
-      case K_WQ_DELETE:
-        if (s !== null) s.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
-        return;
-      case K_WQ_ACK:
-        return;
-      case K_WQ_WAKE: {
-        const list = this.wakes.get(seq);
-        this.wakes.delete(seq);
-        if (list === undefined) return;
-        if (rk !== R_JOB) {
-          // Gone meanwhile (deleted, TTL): the waiters wait on until their timeouts.
-          for (const w of list) if (!w.done) this.requeueWaiter(w);
-          return;
-        }
-        for (const w of list) if (!w.done) this.finish(w, WorkqRouter.resultOf(w.idText, buf, at));
+    if (kind === K_WAKE) {
+      const list = this.wakes.get(seq);
+      this.wakes.delete(seq);
+      if (list === undefined) return;
+      if (rk !== R_JOB) {
+        // Gone meanwhile (deleted, TTL): the waiters wait on until their timeouts.
+        for (const w of list) if (!w.done) this.requeueWaiter(w);
         return;
       }
-      case K_WQ_RUN_END: {
-        const w = this.runEnds.get(seq);
-        this.runEnds.delete(seq);
-        if (w === undefined || w.done) return;
-        if (rk === R_JOB) {
-          this.finish(w, WorkqRouter.resultOf(w.idText, buf, at));
-        } else if (rk === R_OK && buf.readUInt32LE(at + 12) === WQ_LEASED) {
-          // Being worked on: wait for its result until the lease's TTR end.
-          const deadline = buf.readDoubleLE(at + 24);
-          w.timer = setTimeout(() => {
-            w.timer = null;
-            this.finish(w, REPLY_TIMEOUT);
-            this.flushSoon();
-          }, Math.max(0, deadline - Date.now()));
-        } else {
-          // The shard deleted it (or it was gone already).
-          this.uuids.remove(w.runUuid as Uint8Array, 0, w.id);
-          this.finishGone(w);
-        }
-        return;
-      }
-      case K_WQ_DONE:
-      case K_WQ_RESULT:
-      case K_WQ_LENS:
-      case K_WQ_INSPECT:
-        (s as WorkqSession).onShardReply(kind, seq, rk, buf, at, shard);
-        return;
+      for (const w of list) if (!w.done) this.finish(w, buf, at);
+      return;
+    }
+    // K_RUN_END
+    const w = this.runEnds.get(seq);
+    this.runEnds.delete(seq);
+    if (w === undefined || w.done) return;
+    if (rk === R_JOB) {
+      this.finish(w, buf, at);
+    } else if (rk === R_OK && buf.readUInt32LE(at + 12) === WQ_LEASED) {
+      // Being worked on: wait for its result until the lease's TTR end.
+      const deadline = buf.readDoubleLE(at + 24);
+      w.timer = setTimeout(() => {
+        w.timer = null;
+        this.finish(w, null, 0);
+        this.flushSoon();
+      }, Math.max(0, deadline - Date.now()));
+    } else {
+      // The shard deleted it (or it was gone already).
+      this.uuids.remove(w.runUuid as Uint8Array, 0, w.id);
+      this.finishGone(w);
     }
   }
 
@@ -304,7 +301,7 @@ export class WorkqRouter {
     if (w.done) return;
     w.done = true;
     this.dropWaiter(w);
-    w.s.answered(w.seq, REPLY_TIMEOUT);
+    w.s.onResult(w.seq, w.idText, null, 0);
   }
 
   onEvent(buf: Buffer, at: number, shard: number): void {
@@ -322,8 +319,8 @@ export class WorkqRouter {
   }
 
   /** A closing connection stops waiting; run and result waiters stay until their timers (their replies go nowhere). */
-  sessionClosed(s: WorkqSession): void {
+  closed(lease: FanAttempt<WqQueue> | null): void {
     this.clients--;
-    if (s.leaseAttempt !== null) this.leases.fan.cancel(s.leaseAttempt);
+    if (lease !== null) this.leases.fan.cancel(lease);
   }
 }

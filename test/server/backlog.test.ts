@@ -62,8 +62,8 @@ describe.each([1, 3])('backlog to the shards (%i shards)', (shards) => {
     expect(count(text, /^INSERTED \d+\r\n/gm)).toBe(JOBS);
     const stats = await exchange(s.port, Buffer.from('stats-tube default\r\n'), (t) => t.endsWith('\r\n') && t.includes('current-jobs-ready'));
     expect(stats).toMatch(new RegExp(`current-jobs-ready: ${JOBS}\n`));
-    expect(s.hub.pool.backlogPeak).toBeGreaterThan(0);
-    expect(s.hub.pool.backlogPeak).toBeLessThanOrEqual(LIMIT + BODY + 256);
+    expect(s.router.pool.backlogPeak).toBeGreaterThan(0);
+    expect(s.router.pool.backlogPeak).toBeLessThanOrEqual(LIMIT + BODY + 256);
   });
 });
 
@@ -71,7 +71,7 @@ describe('backlog to the shards: the test load does outrun a shard', () => {
   it('without the bound (a huge limit) the same flood queues far more than the limit', async () => {
     const s = await server(1 << 30, 1);
     await exchange(s.port, putFlood(), (t) => count(t, /\r\n/g) >= JOBS);
-    expect(s.hub.pool.backlogPeak).toBeGreaterThan(2 * LIMIT);
+    expect(s.router.pool.backlogPeak).toBeGreaterThan(2 * LIMIT);
   });
 });
 
@@ -86,6 +86,6 @@ describe('backlog to the shards: workq adds', () => {
     const lens = await exchange(s.workqPort as number, Buffer.from('inspect queues 0 10\r\n'), (t) => count(t, /ready-len/g) === 5);
     const ready = [...lens.matchAll(/ready-len (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
     expect(ready).toBe(JOBS);
-    expect(s.hub.pool.backlogPeak).toBeLessThanOrEqual(LIMIT + BODY + 256);
+    expect(s.router.pool.backlogPeak).toBeLessThanOrEqual(LIMIT + BODY + 256);
   });
 });

@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { INPUT_BUFFERED_MAX } from '../../src/proto/beanstalk/session.ts';
+import { INPUT_BUFFERED_MAX, type Session } from '../../src/proto/beanstalk/session.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { waitUntil } from '../support/harness.ts';
 
@@ -30,8 +30,8 @@ describe('backpressure', () => {
     // output limit has really been reached). From then on nothing changes until the client
     // reads; the same held byte counts on two polls in a row confirm it. A slow machine only
     // takes longer to get there, and the bounds are checked on that state, never before it.
-    await waitUntil('the connection is accepted', () => server.hub.sessions.size === 1);
-    const session = [...server.hub.sessions.values()][0]!;
+    await waitUntil('the connection is accepted', () => server.beanstalk.sessions.size === 1);
+    const session = [...server.beanstalk.sessions.values()][0] as Session;
     let heldIn = -1;
     let heldOut = -1;
     await waitUntil(

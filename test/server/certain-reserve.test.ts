@@ -105,7 +105,7 @@ describe.each([1, 4])('certain reserves, %i shard(s)', (shards) => {
     const seed = Number(process.env.SEED ?? 20261122);
     const got = await Promise.all([0, 1, 2, 3].map((k) => session(server.port, seed + k, 60)));
     expect(got.reduce((a, b) => a + b, 0), 'the sessions reserved jobs at all').toBeGreaterThan(50);
-    expect(server.hub.certainMisses, `seed ${seed}`).toBe(0);
+    expect(server.beanstalk.certainMisses, `seed ${seed}`).toBe(0);
   }, 60_000);
 });
 
@@ -126,7 +126,7 @@ describe.each([1, 4])('certain reserves, %i shard(s): what makes a count wrong',
     expect(await b.request('put 0 0 60 1\r\nx')).toBe('INSERTED 1\r\n');
     expect(await b.request('delete 1')).toBe('DELETED\r\n');
     expect(await a.request('reserve-with-timeout 0')).toBe('TIMED_OUT\r\n');
-    expect(server.hub.certainMisses).toBe(0);
+    expect(server.beanstalk.certainMisses).toBe(0);
   });
 
   it('a ready job taken by reserve-job is not reserved as certain', async () => {
@@ -134,7 +134,7 @@ describe.each([1, 4])('certain reserves, %i shard(s): what makes a count wrong',
     expect(await b.request('put 0 0 60 1\r\nx')).toBe('INSERTED 1\r\n');
     expect(await b.request('reserve-job 1')).toBe('RESERVED 1 1\r\nx\r\n');
     expect(await a.request('reserve-with-timeout 0')).toBe('TIMED_OUT\r\n');
-    expect(server.hub.certainMisses).toBe(0);
+    expect(server.beanstalk.certainMisses).toBe(0);
   });
 
   it('a pipelined cycle on one connection: every reserve certain, every reply in order', async () => {
@@ -145,25 +145,25 @@ describe.each([1, 4])('certain reserves, %i shard(s): what makes a count wrong',
       expect(await a.readReply()).toBe(`INSERTED ${i}\r\n`);
       expect(await a.readReply()).toBe(`RESERVED ${i} 1\r\nx\r\n`);
     }
-    expect(server.hub.certainMisses).toBe(0);
+    expect(server.beanstalk.certainMisses).toBe(0);
   });
 
   it('a reserve sent as certain that finds nothing after all is carried on as an ordinary reserve', async () => {
     const { server, a, b } = await setup();
     // Make the count lie (only a bug could): tube t claims a ready job it does not have.
-    const t = server.hub.tubes.find('t');
+    const t = server.router.tubes.find('t');
     expect(t).toBeDefined();
-    server.hub.readyCounts.add(t!, 1);
+    server.router.readyCounts.add(t!, 1);
     // A plain reserve waits rather than answering TIMED_OUT, and gets the next job put.
     await a.send('reserve\r\n');
-    await waitFor(() => server.hub.certainMisses === 1 && server.hub.waitingCount === 1);
+    await waitFor(() => server.beanstalk.certainMisses === 1 && server.router.waitingCount === 1);
     expect(await b.request('put 0 0 60 1\r\ny')).toBe('INSERTED 1\r\n');
     expect(await a.readReply()).toBe('RESERVED 1 1\r\ny\r\n');
     // A reserve with a timeout times out by its own timeout, not at once; what follows it is
     // answered after it.
-    server.hub.readyCounts.add(t!, 1);
+    server.router.readyCounts.add(t!, 1);
     await a.send('reserve-with-timeout 1\r\nlist-tube-used\r\n');
-    await waitFor(() => server.hub.certainMisses === 2 && server.hub.waitingCount === 1);
+    await waitFor(() => server.beanstalk.certainMisses === 2 && server.router.waitingCount === 1);
     expect(await a.readReply()).toBe('TIMED_OUT\r\n');
     expect(await a.readReply()).toBe('USING default\r\n');
   });

@@ -4,6 +4,7 @@
 // pause's end while the shard's clock runs on; nothing may contradict what the client was told.
 
 import { afterEach, describe, expect, it } from 'vitest';
+import type { Session } from '../../src/proto/beanstalk/session.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
 
@@ -31,8 +32,8 @@ async function setup(shards: number) {
     for (const line of ['use t', 'watch t', 'ignore default']) await c.request(line);
     return c;
   };
-  const holding = (id: number): boolean => [...server.hub.sessions.values()].some((s) => s.resIds.includes(id));
-  const shardOfT = (): number => server.hub.tubes.find('t')!.shard;
+  const holding = (id: number): boolean => [...server.beanstalk.sessions.values()].some((s) => (s as Session).resIds.includes(id));
+  const shardOfT = (): number => server.router.tubes.find('t')!.shard;
   return { server, open, shardOfT, holding };
 }
 
@@ -51,15 +52,15 @@ describe.each([1, 4])('early replies with a stalled ring, %i shard(s)', (shards)
     // d holds job 2 from a moment later: once the main thread hears that d's TTR ended, a's has
     // ended in the shard too (the shard's timers fire in deadline order).
     expect(await d.request('reserve')).toBe('RESERVED 2 1\r\ny\r\n');
-    server.hub.pool.holdRequests(shard, true);
+    server.router.pool.holdRequests(shard, true);
     // Another worker's reserve goes out first: it reaches the shard before a's command.
     await c.send('reserve-with-timeout 5\r\n');
-    await until(() => server.hub.pool.links[shard].writer.len > 0, "c's reserve is queued for the shard");
+    await until(() => server.router.pool.links[shard].writer.len > 0, "c's reserve is queued for the shard");
     const line = cmd === 'delete' ? 'delete 1' : cmd === 'release' ? 'release 1 0 60' : 'bury 1 0';
     expect(await a.request(line)).toBe(`${word}\r\n`);
     // The shard's clock runs on: the TTRs end there and the main thread hears of it.
     await until(() => !holding(2), 'the TTRs have ended in the shard');
-    server.hub.pool.holdRequests(shard, false);
+    server.router.pool.holdRequests(shard, false);
     // c gets job 2 (released by its TTR), never job 1, although job 1 comes first by priority.
     expect(await c.readReply(5000)).toBe('RESERVED 2 1\r\ny\r\n');
     const st = await a.request('stats-job 1');
@@ -73,18 +74,18 @@ describe.each([1, 4])('early replies with a stalled ring, %i shard(s)', (shards)
     const a = await open();
     const shard = shardOfT();
     expect(await a.request('put 0 0 60 1\r\nx')).toBe('INSERTED 1\r\n');
-    server.hub.pool.holdRequests(shard, true);
+    server.router.pool.holdRequests(shard, true);
     await a.send('pause-tube t 1\r\n');
-    const t = server.hub.tubes.find('t')!;
+    const t = server.router.tubes.find('t')!;
     await until(() => t.pausedUntilMs > 0, 'the pause is sent');
     // Time passing is the point here: past the pause's end (and the one-second margin main
     // used to add) while the pause itself still waits on its way to the shard.
     await until(() => Date.now() > t.pausedUntilMs + 1500, 'the pause is long over', 10_000);
     await a.send('reserve\r\n');
-    await until(() => server.hub.pool.links[shard].writer.len > 0 && a.buffered === '', 'the reserve is queued');
-    server.hub.pool.holdRequests(shard, false);
+    await until(() => server.router.pool.links[shard].writer.len > 0 && a.buffered === '', 'the reserve is queued');
+    server.router.pool.holdRequests(shard, false);
     expect(await a.readReply(5000)).toBe('PAUSED\r\n');
     expect(await a.readReply(5000)).toBe('RESERVED 1 1\r\nx\r\n');
-    expect(server.hub.certainMisses).toBe(0);
+    expect(server.beanstalk.certainMisses).toBe(0);
   });
 });

@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { Client, READ_TIMEOUT_MS_DEFAULT } from './client.ts';
-import type { Hub } from '../../src/hub.ts';
+import type { Router } from '../../src/route/router.ts';
 import { startServer } from '../../src/server.ts';
 import { shardOf } from '../../src/route/hash.ts';
 
@@ -385,7 +385,7 @@ export interface WqServer {
   readonly shards: number;
   readonly workqPort: number;
   /** The in-process server's state, for tests that wait on it (see leasesWaiting, resultWaiters). */
-  readonly hub: Hub;
+  readonly router: Router;
   close(): Promise<void>;
 }
 
@@ -403,7 +403,7 @@ export async function startWorkq(shards: number): Promise<WqServer> {
     await srv.close();
     throw new Error('startServer did not report a workqPort: is the workq listener in src/server.ts yet?');
   }
-  return { shards, workqPort, hub: srv.hub, close: () => srv.close() };
+  return { shards, workqPort, router: srv.router, close: () => srv.close() };
 }
 
 /** Open a workq connection. */
@@ -494,7 +494,7 @@ export function sharedWqServer(shards: number, hooks: {
 
 /** How many leases wait on queue `name` (0 when the queue does not exist yet). */
 export function leasesWaiting(server: WqServer, name: string): number {
-  return server.hub.workq.queue(name)?.waiting.len ?? 0;
+  return server.router.workq.queue(name)?.waiting.len ?? 0;
 }
 
 /**
@@ -502,7 +502,7 @@ export function leasesWaiting(server: WqServer, name: string): number {
  * map (the only place this exists); fails loudly if that changes shape.
  */
 export function resultWaiters(server: WqServer): number {
-  const waiters = (server.hub.workq as unknown as { waiters?: unknown }).waiters;
+  const waiters = (server.router.workq as unknown as { waiters?: unknown }).waiters;
   if (!(waiters instanceof Map)) {
     throw new Error('WorkqRouter has no `waiters` map any more: update resultWaiters in test/support/workq.ts');
   }

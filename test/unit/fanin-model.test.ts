@@ -102,6 +102,7 @@ function run(seed: number, o: Options): { answers: (Job | FanEnd)[][]; lostRaces
       const bound = bounded ? { k1: a.bound.k1, k2: a.bound.k2, id: a.bound.id, q: -1 } : null;
       requests[shard].push({ kind: 'take', a, queues: qs, bound });
     },
+    reply: () => {}, // replies are delivered straight to peeked / took below
   };
   const counts: FanCounts<Q> = {
     taker: (q) => {

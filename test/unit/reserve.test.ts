@@ -40,7 +40,7 @@ function setup(shards: number, perShard: number[]) {
       sent.push({ shard, kind, w });
       return w;
     },
-  } as unknown as ShardPool<unknown>;
+  } as unknown as ShardPool;
   const registry = new TubeRegistry(shards);
   const counts = new ReadyCounts(shards);
   const reserves = new Reserves(pool, counts, registry, () => {});

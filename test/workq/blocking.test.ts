@@ -414,7 +414,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): lease across names and shards',
     // Wait until the server has seen w's end (its waiting lease may stay until its timeout, as
     // the comment above says; the add below must come after the close, not before it).
     await until('the server has seen the connection end', () =>
-      (f.server.hub.workq.queue('gone')?.waiting.all ?? []).every((a) => {
+      (f.server.router.workq.queue('gone')?.waiting.all ?? []).every((a) => {
         const s = a.client as unknown as { closed: boolean; halfClosed: boolean };
         return s.closed || s.halfClosed;
       }));

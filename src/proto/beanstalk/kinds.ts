@@ -1,7 +1,6 @@
 // What the main thread does with a shard's next reply: one code per request a session sends.
 
 export const K_PUT = 1;
-// 2, 3, 4: a reserve's requests, which the routing layer sends (src/route/reserve.ts).
 export const K_RESERVE_JOB = 5;
 export const K_DELETE = 6;
 export const K_RELEASE = 7;

@@ -11,7 +11,8 @@
 // Nothing here knows about sockets: the transport is an interface, so a session can run on any
 // thread that owns the socket.
 
-import type { Hub } from '../../hub.ts';
+import type { JobHolder, Router } from '../../route/router.ts';
+import type { BeanstalkServer } from './server.ts';
 import { B_OUTPUT, B_PENDING, B_QUIT, Connection, type Transport } from '../connection.ts';
 import type { Tube } from '../../route/tubes.ts';
 import { Ms } from '../../route/tubes.ts';
@@ -20,8 +21,12 @@ import type { ReserveClient } from '../../route/reserve.ts';
 import {
   HEADER_BYTES, OP_BURY, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED,
   OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE, OP_RESERVE_JOB, OP_STATS_JOB, OP_STATS_TUBE,
-  OP_TOTALS, OP_TOUCH, R_JOB, R_NONE, R_NUMS,
+  OP_TOTALS, OP_TOUCH, R_JOB, R_NONE, R_NUMS, R_OK, REPLY_FLAG_UNLOGGED,
 } from '../../shared/records.ts';
+import type { ReplyTarget } from '../../route/shards.ts';
+
+/** Job states as the engine numbers them (workers/engine/engine.ts). */
+const READY = 1;
 import {
   CMD_BURY, CMD_DELETE, CMD_IGNORE, CMD_KICK, CMD_KICK_JOB, CMD_LIST_TUBE_USED, CMD_LIST_TUBES,
   CMD_LIST_TUBES_WATCHED, CMD_PAUSE_TUBE, CMD_PEEK, CMD_PEEK_BURIED, CMD_PEEK_DELAYED,
@@ -38,7 +43,7 @@ import {
   REPLY_KICKED, REPLY_NOT_FOUND, REPLY_NOT_IGNORED, REPLY_PAUSED, REPLY_RELEASED,
   REPLY_DEADLINE_SOON, REPLY_TIMED_OUT, REPLY_TOUCHED, yamlList,
 } from './replies.ts';
-import { formatJobStats, formatTubeStats } from './stats.ts';
+import { formatJobStats, formatServerStats, formatTubeStats } from './stats.ts';
 
 export { INPUT_BUFFERED_MAX, OUTPUT_BUFFERED_MAX, PENDING_REPLIES_MAX, type Transport } from '../connection.ts';
 
@@ -60,8 +65,9 @@ const BARRIER_CMDS = new Set([CMD_STATS, CMD_STATS_TUBE, CMD_LIST_TUBES, CMD_PAU
 /** These create or free tubes on the main thread; a delete still in flight may free a tube first. */
 const TUBE_CMDS = new Set([CMD_USE, CMD_WATCH, CMD_IGNORE]);
 
-export class Session extends Connection implements ParserSink, ReserveClient {
-  readonly hub: Hub;
+export class Session extends Connection implements ParserSink, ReserveClient, JobHolder, ReplyTarget {
+  readonly server: BeanstalkServer;
+  readonly router: Router;
   readonly parser: Parser;
 
   use: Tube;
@@ -97,16 +103,17 @@ export class Session extends Connection implements ParserSink, ReserveClient {
   private statsLeft = 0;
   private statsSeq = 0;
   private readonly statsSum = new Float64Array(10);
-  /** Set by the hub for the reply being handled: the change was made but not logged. */
+  /** For the reply being handled: the change was made but not logged. */
   unlogged = false;
   /** The tube each stats-tube request in flight asked about, by reply slot. */
   private readonly statsTubes = new Map<number, Tube>();
 
-  constructor(hub: Hub, connId: number, transport: Transport) {
-    super(hub, connId, transport);
-    this.hub = hub;
-    this.parser = new Parser(this, hub.config.jobSizeMax);
-    const def = hub.tubes.findOrMake('default');
+  constructor(server: BeanstalkServer, connId: number, transport: Transport) {
+    super(server.router, connId, transport);
+    this.server = server;
+    this.router = server.router;
+    this.parser = new Parser(this, server.router.config.jobSizeMax);
+    const def = server.router.tubes.findOrMake('default');
     this.use = def;
     def.using++;
     this.watch.append(def);
@@ -115,14 +122,14 @@ export class Session extends Connection implements ParserSink, ReserveClient {
 
   // ---- requests to shards ----
 
-  /** One request sent: the reply will come back to `handle*` through the hub. */
+  /** One request sent: its reply comes back to onShardReply. */
   private sent(): void {
     if (++this.inflight >= INFLIGHT_MAX) this.block(B_INFLIGHT);
     this.requested();
   }
 
-  /** Called by the hub for every reply addressed to this session, before the kind's handling. */
-  replied(): void {
+  /** After every reply addressed to this session. */
+  private replied(): void {
     this.inflight--;
     if ((this.blocked & B_INFLIGHT) !== 0 && this.inflight < INFLIGHT_MAX / 2) this.unblock(B_INFLIGHT);
     if (this.inflight === 0 && this.deferredCmd !== 0 && !this.closed) {
@@ -136,7 +143,7 @@ export class Session extends Connection implements ParserSink, ReserveClient {
   // ---- ParserSink ----
 
   count(cmd: number): void {
-    this.hub.cmdCounts[cmd]++;
+    this.server.cmdCounts[cmd]++;
   }
 
   reply(msg: Buffer): boolean {
@@ -147,15 +154,15 @@ export class Session extends Connection implements ParserSink, ReserveClient {
     // beanstalkd makes the job, and so uses up a job id, before reading the body.
     if (!this.isProducer) {
       this.isProducer = true;
-      this.hub.producers++;
+      this.server.producers++;
     }
-    this.putId = this.hub.nextJobId++;
+    this.putId = this.router.nextJobId++;
   }
 
   putBody(buf: Uint8Array, start: number, end: number): boolean {
-    const hub = this.hub;
+    const router = this.router;
     const seq = this.nextSeq();
-    if (hub.draining) {
+    if (this.server.draining) {
       this.complete(seq, REPLY_DRAINING);
       return this.blocked === 0;
     }
@@ -163,19 +170,19 @@ export class Session extends Connection implements ParserSink, ReserveClient {
     const tube = this.use;
     const id = this.putId;
     tube.jobs++;
-    hub.totalJobs++;
-    hub.jobMap.set(id, tube.shard);
+    this.server.totalJobs++;
+    router.jobMap.set(id, tube.shard);
     // In memory (no -b), a put cannot fail once it is on its way to the shard, and everything
     // this or any client does next with the job goes through the same ring after it: answer now.
     // With -b the answer waits for the log.
-    const early = hub.earlyAck;
-    const w = hub.pool.request(tube.shard, K_PUT, this, early ? -1 : seq);
+    const early = router.earlyAck;
+    const w = router.pool.request(tube.shard, K_PUT, this, early ? -1 : seq);
     w.header(OP_PUT, 4 + (end - start), this.connId, tube.id, p.pri, p.delaySec, id);
     w.u32(p.ttrSec);
     w.bytes(buf, start, end);
     this.sent();
     // Ready in its shard before any reserve sent from now on reaches it.
-    if (p.delaySec === 0) hub.readyCounts.add(tube, 1);
+    if (p.delaySec === 0) router.readyCounts.add(tube, 1);
     if (early) this.completeInserted(seq, id);
     return this.blocked === 0;
   }
@@ -191,14 +198,14 @@ export class Session extends Connection implements ParserSink, ReserveClient {
   }
 
   private run(cmd: number): void {
-    const hub = this.hub;
+    const router = this.router;
     const p = this.parser;
     switch (cmd) {
       case CMD_RESERVE:
       case CMD_RESERVE_TIMEOUT: {
         if (!this.isWorker) {
           this.isWorker = true;
-          hub.workers++;
+          this.server.workers++;
         }
         const timeoutSec = cmd === CMD_RESERVE ? -1 : p.timeoutSec;
         if (this.reserveCertain(timeoutSec)) return;
@@ -237,29 +244,29 @@ export class Session extends Connection implements ParserSink, ReserveClient {
       case CMD_PEEK_DELAYED:
       case CMD_PEEK_BURIED: {
         const op = cmd === CMD_PEEK_READY ? OP_PEEK_READY : cmd === CMD_PEEK_DELAYED ? OP_PEEK_DELAYED : OP_PEEK_BURIED;
-        const w = hub.pool.request(this.use.shard, K_PEEK, this, this.nextSeq());
+        const w = router.pool.request(this.use.shard, K_PEEK, this, this.nextSeq());
         w.header(op, 0, this.connId, this.use.id, 0, 0, 0);
         this.sent();
         return;
       }
       case CMD_KICK: {
-        const w = hub.pool.request(this.use.shard, K_KICK, this, this.nextSeq());
+        const w = router.pool.request(this.use.shard, K_KICK, this, this.nextSeq());
         w.header(OP_KICK, 0, this.connId, this.use.id, p.kickCount, 0, 0);
         this.sent();
         return;
       }
       case CMD_USE: {
-        const t = hub.tubes.findOrMake(p.name);
+        const t = router.tubes.findOrMake(p.name);
         const old = this.use;
         old.using--;
         this.use = t;
         t.using++;
-        hub.tubes.release(old);
+        router.tubes.release(old);
         this.answer(Buffer.from(`USING ${t.name}\r\n`, 'latin1'));
         return;
       }
       case CMD_WATCH: {
-        const t = hub.tubes.findOrMake(p.name);
+        const t = router.tubes.findOrMake(p.name);
         if (!this.watch.contains(t)) {
           this.watch.append(t);
           t.watching++;
@@ -284,7 +291,7 @@ export class Session extends Connection implements ParserSink, ReserveClient {
           this.watch.remove(t);
           t.watching--;
           this.watchShards = null;
-          hub.tubes.release(t);
+          router.tubes.release(t);
         }
         this.answer(Buffer.from(`WATCHING ${this.watch.len}\r\n`, 'latin1'));
         return;
@@ -296,10 +303,10 @@ export class Session extends Connection implements ParserSink, ReserveClient {
         this.answer(okYaml(yamlList(this.watch.items.map((t) => t.name))));
         return;
       case CMD_LIST_TUBES:
-        this.answer(okYaml(yamlList(hub.tubes.all.items.map((t) => t.name))));
+        this.answer(okYaml(yamlList(router.tubes.all.items.map((t) => t.name))));
         return;
       case CMD_STATS_TUBE: {
-        const t = hub.tubes.find(p.name);
+        const t = router.tubes.find(p.name);
         if (t === undefined) {
           this.answer(REPLY_NOT_FOUND);
           return;
@@ -307,19 +314,19 @@ export class Session extends Connection implements ParserSink, ReserveClient {
         const seq = this.nextSeq();
         this.statsTubes.set(seq, t);
         this.block(B_ANSWER);
-        const w = hub.pool.request(t.shard, K_STATS_TUBE, this, seq);
+        const w = router.pool.request(t.shard, K_STATS_TUBE, this, seq);
         w.header(OP_STATS_TUBE, 0, this.connId, t.id, 0, 0, 0);
         this.sent();
         return;
       }
       case CMD_PAUSE_TUBE: {
-        const t = hub.tubes.find(p.name);
+        const t = router.tubes.find(p.name);
         if (t === undefined) {
           this.answer(REPLY_NOT_FOUND);
           return;
         }
         const now = Date.now();
-        const w = hub.pool.request(t.shard, K_PAUSE, this, this.nextSeq());
+        const w = router.pool.request(t.shard, K_PAUSE, this, this.nextSeq());
         w.header(OP_PAUSE_TUBE, 0, this.connId, t.id, p.delaySec, 0, now);
         t.pausedUntilMs = now + p.delaySec * 1000;
         this.sent();
@@ -328,10 +335,10 @@ export class Session extends Connection implements ParserSink, ReserveClient {
       case CMD_STATS: {
         this.statsSeq = this.nextSeq();
         this.block(B_ANSWER);
-        this.statsLeft = hub.pool.links.length;
+        this.statsLeft = router.pool.links.length;
         this.statsSum.fill(0);
-        for (let s = 0; s < hub.pool.links.length; s++) {
-          hub.pool.request(s, K_TOTALS, this, this.statsSeq).header(OP_TOTALS, 0, this.connId, 0, 0, 0, 0);
+        for (let s = 0; s < router.pool.links.length; s++) {
+          router.pool.request(s, K_TOTALS, this, this.statsSeq).header(OP_TOTALS, 0, this.connId, 0, 0, 0, 0);
           this.sent();
         }
         return;
@@ -351,14 +358,14 @@ export class Session extends Connection implements ParserSink, ReserveClient {
    * The request still goes, and its reply still updates the server.
    */
   private heldOp(op: number, kind: number, id: number, b: number, c: number, reply: Buffer): boolean {
-    if (!this.hub.earlyAck) return false;
+    if (!this.router.earlyAck) return false;
     const i = this.resIds.indexOf(id);
     if (i === -1) return false;
-    const shard = this.hub.jobMap.get(id);
+    const shard = this.router.jobMap.get(id);
     if (shard < 0) return false;
     this.resIds.splice(i, 1);
     this.resDeadlines.splice(i, 1);
-    const w = this.hub.pool.request(shard, kind, this, -1);
+    const w = this.router.pool.request(shard, kind, this, -1);
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();
     this.answer(reply);
@@ -376,11 +383,11 @@ export class Session extends Connection implements ParserSink, ReserveClient {
   private reserveCertain(timeoutSec: number): boolean {
     if (this.watch.len !== 1) return false;
     const t = this.watch.items[0];
-    const counts = this.hub.readyCounts;
+    const counts = this.router.readyCounts;
     const now = Date.now();
     if (t.waiting.len > 0 || !counts.certain(t, now)) return false;
     counts.take(t);
-    const w = this.hub.pool.request(t.shard, K_RESERVE_SPEC, this, this.nextSeq());
+    const w = this.router.pool.request(t.shard, K_RESERVE_SPEC, this, this.nextSeq());
     w.header(OP_RESERVE, 4, this.connId, 1, timeoutSec < 0 ? 0 : timeoutSec, timeoutSec < 0 ? 1 : 0, now);
     w.u32(t.id);
     this.sent();
@@ -396,12 +403,12 @@ export class Session extends Connection implements ParserSink, ReserveClient {
     a.queues = this.watchList;
     a.shards = this.watchShards as number[];
     a.byShard = this.watchByShard;
-    this.hub.reserves.fan.begin(a, timeoutSec < 0 ? -1 : timeoutSec * 1000);
+    this.router.reserves.fan.begin(a, timeoutSec < 0 ? -1 : timeoutSec * 1000);
   }
 
   /**
    * A reserve sent as certain found nothing (ReadyCounts is a lower bound, so this is a bug; the
-   * hub counts and logs it). It is not answered TIMED_OUT: it becomes an ordinary reserve, which
+   * server counts and logs it). It is not answered TIMED_OUT: it becomes an ordinary reserve, which
    * waits or times out as its own timeout says, once any reserve already running is answered.
    */
   certainMissed(seq: number, timeoutSec: number): void {
@@ -418,20 +425,112 @@ export class Session extends Connection implements ParserSink, ReserveClient {
 
   /** A command about one job: route it to the job's shard, or NOT_FOUND if no shard has it. */
   private byId(op: number, kind: number, id: number, b: number, c: number): boolean {
-    const shard = this.hub.jobMap.get(id);
+    const shard = this.router.jobMap.get(id);
     if (shard < 0) {
       this.answer(REPLY_NOT_FOUND);
       return false;
     }
     // A delete or reserve-job may take a ready job from some tube of that shard.
-    if ((op === OP_DELETE && this.resIds.indexOf(id) === -1) || op === OP_RESERVE_JOB) this.hub.readyCounts.reset(shard);
-    const w = this.hub.pool.request(shard, kind, this, this.nextSeq());
+    if ((op === OP_DELETE && this.resIds.indexOf(id) === -1) || op === OP_RESERVE_JOB) this.router.readyCounts.reset(shard);
+    const w = this.router.pool.request(shard, kind, this, this.nextSeq());
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();
     return true;
   }
 
-  // ---- shard replies (called by the hub; the hub applies server-wide effects first) ----
+  // ---- shard replies ----
+
+  /** The reply to a request this connection sent (ReplyTarget). */
+  onShardReply(_shard: number, kind: number, seq: number, buf: Buffer, at: number): void {
+    this.applyReply(kind, seq, buf, at);
+    // Last: a command deferred behind this reply must see its effects (a delete freeing a tube).
+    this.replied();
+  }
+
+  private applyReply(kind: number, seq: number, buf: Buffer, at: number): void {
+    const router = this.router;
+    // The change happened but is not on disk: the effects below still apply (the job exists or
+    // is gone in memory), the client is told the command failed.
+    this.unlogged = buf[at + REPLY_FLAG_UNLOGGED] !== 0;
+    const rk = buf[at + 4];
+    const ok = rk === R_OK;
+    const id = buf.readDoubleLE(at + 24);
+    switch (kind) {
+      case K_PUT:
+        this.onPut(seq, id);
+        if (buf.readUInt32LE(at + 12) === READY) router.readied(buf.readUInt32LE(at + 16));
+        return;
+      case K_RESERVE_SPEC:
+        if (rk === R_JOB) {
+          this.reserved(seq, buf, at);
+          if (buf.readUInt32LE(at + 16) !== 0) router.readied(buf.readUInt32LE(at + 12));
+        } else {
+          // Cannot happen while ReadyCounts stays a lower bound (see its proof). Should it all
+          // the same, the reserve goes on as an ordinary one; the shard echoes its timeout.
+          this.server.certainMisses++;
+          this.server.onCertainMiss(this.connId);
+          this.certainMissed(seq, buf.readUInt32LE(at + 16) !== 0 ? -1 : buf.readUInt32LE(at + 12));
+        }
+        return;
+      case K_RESERVE_JOB:
+        if (rk === R_JOB) {
+          if (!this.isWorker) {
+            this.isWorker = true;
+            this.server.workers++;
+          }
+          this.reserved(seq, buf, at);
+        } else {
+          this.onSimple(seq, kind, false, 0);
+        }
+        return;
+      case K_DELETE:
+        this.inflightDeletes--;
+        if (ok) {
+          this.unreserve(id);
+          router.deleted(id, buf.readUInt32LE(at + 16));
+        }
+        this.onSimple(seq, kind, ok, 0);
+        return;
+      case K_RELEASE:
+        if (ok) this.unreserve(id);
+        this.onSimple(seq, kind, ok, 0);
+        if (ok && buf.readUInt32LE(at + 12) === READY) router.readied(buf.readUInt32LE(at + 16), 1);
+        return;
+      case K_BURY:
+        if (ok) this.unreserve(id);
+        this.onSimple(seq, kind, ok, 0);
+        return;
+      case K_TOUCH:
+        if (ok) this.touched(id, buf.readDoubleLE(at + HEADER_BYTES));
+        this.onSimple(seq, kind, ok, 0);
+        return;
+      case K_KICK: {
+        const n = buf.readUInt32LE(at + 12);
+        this.onSimple(seq, kind, true, n);
+        if (n > 0) router.readied(buf.readUInt32LE(at + 16), n);
+        return;
+      }
+      case K_KICK_JOB:
+        this.onSimple(seq, kind, ok, 0);
+        if (ok) router.readied(buf.readUInt32LE(at + 16), 1);
+        return;
+      case K_PAUSE:
+        this.onSimple(seq, kind, true, 0);
+        return;
+      case K_PEEK:
+        this.onFound(seq, buf, at);
+        return;
+      case K_STATS_JOB:
+        this.onStatsJob(seq, buf, at);
+        return;
+      case K_STATS_TUBE:
+        this.onStatsTube(seq, buf, at);
+        return;
+      case K_TOTALS:
+        this.onTotals(buf, at);
+        return;
+    }
+  }
 
   onPut(seq: number, id: number): void {
     // beanstalkd answers OUT_OF_MEMORY when it cannot reserve log space for a put.
@@ -488,7 +587,7 @@ export class Session extends Connection implements ParserSink, ReserveClient {
       this.complete(seq, REPLY_NOT_FOUND);
       return;
     }
-    const tube = this.hub.tubes.get(buf.readDoubleLE(at + HEADER_BYTES + 8));
+    const tube = this.router.tubes.get(buf.readDoubleLE(at + HEADER_BYTES + 8));
     this.complete(seq, okYaml(formatJobStats(buf, at + HEADER_BYTES, tube ? tube.name : '')));
   }
 
@@ -510,7 +609,7 @@ export class Session extends Connection implements ParserSink, ReserveClient {
     sum[8] += n(8);
     sum[9] += n(9);
     if (--this.statsLeft === 0) {
-      this.complete(this.statsSeq, okYaml(this.hub.formatStats(this.statsSum)));
+      this.complete(this.statsSeq, okYaml(formatServerStats(this.server, this.statsSum)));
       this.unblock(B_ANSWER);
     }
   }
@@ -564,6 +663,12 @@ export class Session extends Connection implements ParserSink, ReserveClient {
     this.completeJob(seq, RESERVED_, id, buf, at + HEADER_BYTES + 8, at + len);
   }
 
+  /** Job `id`'s TTR ran out (JobHolder): no longer held; a waiting reserve's DEADLINE_SOON moves. */
+  jobExpired(id: number): void {
+    this.unreserve(id);
+    if (this.reserveAttempt !== null) this.router.reserves.fan.rearm(this.reserveAttempt);
+  }
+
   /** Forget a job this connection held (deleted, released, buried, timed out). */
   unreserve(id: number): void {
     const i = this.resIds.indexOf(id);
@@ -588,7 +693,7 @@ export class Session extends Connection implements ParserSink, ReserveClient {
     if (word !== null) this.complete(this.reserveSeq, word);
     this.unblock(B_RESERVE);
     this.nextMissedReserve();
-    this.hub.flushSoon();
+    this.router.flushSoon();
   }
 
 
@@ -600,12 +705,12 @@ export class Session extends Connection implements ParserSink, ReserveClient {
    */
   halfClose(): void {
     this.halfClosed = true;
-    if (this.reserveAttempt !== null) this.hub.reserves.fan.endWait(this.reserveAttempt);
+    if (this.reserveAttempt !== null) this.router.reserves.fan.endWait(this.reserveAttempt);
     this.maybeFinish();
   }
 
   /** The connection is gone: give back what it held, as beanstalkd's connclose does. */
   protected onClose(): void {
-    this.hub.sessionClosed(this);
+    this.server.closed(this);
   }
 }

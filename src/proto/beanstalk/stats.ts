@@ -1,7 +1,10 @@
-// YAML bodies of stats-job and stats-tube, key for key as beanstalkd 1.12 prints them.
-// (The server-wide `stats` document is made by the hub, which holds those counters.)
+// YAML bodies of stats, stats-job and stats-tube, key for key as beanstalkd 1.12 prints them.
 
+import os from 'node:os';
 import type { Tube } from '../../route/tubes.ts';
+import { VERSION } from '../../version.ts';
+import { STATS_CMD_KEYS } from './commands.ts';
+import type { BeanstalkServer } from './server.ts';
 
 const STATE_NAMES = ['invalid', 'ready', 'reserved', 'delayed', 'buried'];
 
@@ -47,4 +50,45 @@ export function formatTubeStats(t: Tube, buf: Buffer, off: number): string {
     `pause: ${n(8)}\n` +
     `pause-time-left: ${n(9)}\n`
   );
+}
+
+/** sums: [urgent, ready, reserved, delayed, buried, job-timeouts] summed over every shard, then
+ *  the log's [oldest index (smallest), current index (largest), records written, records migrated]. */
+export function formatServerStats(server: BeanstalkServer, sums: Float64Array): string {
+  const router = server.router;
+  const ru = process.resourceUsage();
+  const secs = (us: number): string => `${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0')}`;
+  let s = '---\n';
+  s += `current-jobs-urgent: ${sums[0]}\n`;
+  s += `current-jobs-ready: ${sums[1]}\n`;
+  s += `current-jobs-reserved: ${sums[2]}\n`;
+  s += `current-jobs-delayed: ${sums[3]}\n`;
+  s += `current-jobs-buried: ${sums[4]}\n`;
+  for (const [key, cmd] of STATS_CMD_KEYS) s += `${key}: ${server.cmdCounts[cmd]}\n`;
+  s += `job-timeouts: ${sums[5]}\n`;
+  s += `total-jobs: ${server.totalJobs}\n`;
+  s += `max-job-size: ${router.config.jobSizeMax}\n`;
+  s += `current-tubes: ${router.tubes.count}\n`;
+  s += `current-connections: ${server.sessions.size}\n`;
+  s += `current-producers: ${server.producers}\n`;
+  s += `current-workers: ${server.workers}\n`;
+  s += `current-waiting: ${router.waitingCount}\n`;
+  s += `total-connections: ${server.totalConnections}\n`;
+  s += `pid: ${process.pid}\n`;
+  s += `version: "${VERSION}"\n`;
+  s += `rusage-utime: ${secs(ru.userCPUTime)}\n`;
+  s += `rusage-stime: ${secs(ru.systemCPUTime)}\n`;
+  s += `uptime: ${Math.floor((Date.now() - server.startedMs) / 1000)}\n`;
+  // No shard has a file yet (a fresh directory): like beanstalkd's first binlog, index 1.
+  s += `binlog-oldest-index: ${sums[6] > 0 ? sums[6] : sums[7] > 0 ? 1 : 0}\n`;
+  s += `binlog-current-index: ${sums[7]}\n`;
+  s += `binlog-records-migrated: ${sums[9]}\n`;
+  s += `binlog-records-written: ${sums[8]}\n`;
+  s += `binlog-max-size: ${router.config.wal?.segmentBytesMax ?? 10485760}\n`;
+  s += `draining: ${server.draining ? 'true' : 'false'}\n`;
+  s += `id: ${server.instanceId}\n`;
+  s += `hostname: ${os.hostname()}\n`;
+  s += `os: ${os.version()}\n`;
+  s += `platform: ${os.machine()}\n`;
+  return s;
 }

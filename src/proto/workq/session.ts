@@ -7,8 +7,8 @@
 // are answered, so a pipeline sees the server's one-at-a-time order.
 
 import { Connection, type ConnectionHost, type Transport } from '../connection.ts';
-import type { WorkqRouter, WqQueue } from '../../route/workq.ts';
-import { WorkqRouter as Router } from '../../route/workq.ts';
+import type { ResultClient, WorkqRouter, WqQueue } from '../../route/workq.ts';
+import type { ReplyTarget } from '../../route/shards.ts';
 import {
   HEADER_BYTES, OP_WQ_ADD, OP_WQ_COMPLETE, OP_WQ_FAIL, OP_WQ_INSPECT_JOB, OP_WQ_INSPECT_JOBS,
   OP_WQ_LENS, OP_WQ_RESULT, R_JOB, R_NUMS, R_OK, R_WQ_JOBS, REPLY_FLAG_UNLOGGED, WQ_ADD_FIXED, WQ_DONE_NOT_FOUND,
@@ -21,18 +21,18 @@ import {
   CMD_INSPECT_QUEUES, CMD_INSPECT_SCHEDULED_JOBS, CMD_INSPECT_SERVER, CMD_LEASE, CMD_RESULT, CMD_RUN,
   CMD_SCHEDULE,
 } from './commands.ts';
-import { K_WQ_ADD, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LENS, K_WQ_RESULT } from './kinds.ts';
+import { K_WQ_ADD, K_WQ_DELETE, K_WQ_DONE, K_WQ_INSPECT, K_WQ_LENS, K_WQ_RESULT } from './kinds.ts';
 import { Parser, type WorkqSink } from './parser.ts';
 import {
   inspectReply, inspectServerReply, jobBlock, queueBlock, REPLY_DUPLICATE_JOB, REPLY_DUPLICATE_RESULT,
-  leaseReply, REPLY_NOT_FOUND, REPLY_OK, REPLY_OK_0, REPLY_TIMEOUT, REPLY_UNLOGGED, uuidText,
+  leaseReply, resultReply, REPLY_NOT_FOUND, REPLY_OK, REPLY_OK_0, REPLY_TIMEOUT, REPLY_UNLOGGED, uuidText,
 } from './replies.ts';
 import { FanAttempt, type FanEnd } from '../../route/fanin.ts';
 import type { LeaseClient } from '../../route/lease.ts';
 
 const B_WAIT = 1; // a blocking or gathering command is being answered
 
-export class WorkqSession extends Connection implements WorkqSink, LeaseClient {
+export class WorkqSession extends Connection implements WorkqSink, LeaseClient, ResultClient, ReplyTarget {
   protected readonly parser: Parser;
   private readonly router: WorkqRouter;
 
@@ -107,7 +107,7 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient {
           this.requested();
           return this.answer(REPLY_OK);
         }
-        router.deleteJob(p.id, router.uuids.idAt(i), router.uuids.shardAt(i), this, this.nextSeq());
+        router.deleteJob(p.id, router.uuids.idAt(i), router.uuids.shardAt(i), this, K_WQ_DELETE, this.nextSeq());
         this.requested();
         return this.blocked === 0;
       }
@@ -167,7 +167,7 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient {
     const len = p.bodyEnd - p.bodyStart;
     // In memory the add cannot fail now: answered at once. With a log, once it is logged.
     const logged = !run && !router.earlyAck;
-    const w = router.request(q.shard, K_WQ_ADD, logged ? this : null, logged ? this.nextSeq() : 0);
+    const w = router.request(q.shard, K_WQ_ADD, logged ? this : router.addedEarly, logged ? this.nextSeq() : 0);
     w.header(OP_WQ_ADD, WQ_ADD_FIXED + len, 0, q.id, p.priority, p.ttrMs, id);
     w.f64(run ? 0 : p.ttlMs); // a run's job has no TTL: it is deleted when the run returns
     w.f64(scheduled ? p.scheduleMs : NaN);
@@ -245,8 +245,28 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient {
     this.unblock(B_WAIT);
   }
 
-  onShardReply(kind: number, seq: number, rk: number, buf: Buffer, at: number, shard: number): void {
+  /** The wait of run or result `seq` ended (ResultClient): the result, or (null) TIMEOUT. */
+  onResult(seq: number, idText: string, buf: Buffer | null, at: number): void {
+    if (buf === null) {
+      this.answered(seq, REPLY_TIMEOUT);
+      return;
+    }
+    const len = buf.readUInt32LE(at);
+    this.answered(seq, resultReply(idText, buf.readUInt32LE(at + 16) !== 0, buf, at + HEADER_BYTES, at + len));
+  }
+
+  /** The reply to a request this connection sent (ReplyTarget). */
+  onShardReply(shard: number, kind: number, seq: number, buf: Buffer, at: number): void {
+    const rk = buf[at + 4];
     switch (kind) {
+      case K_WQ_ADD:
+        // With a log, add waits for this reply; a change the log could not take is an error.
+        this.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
+        this.router.added(buf, at);
+        return;
+      case K_WQ_DELETE:
+        this.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
+        return;
       case K_WQ_DONE: {
         const code = buf.readUInt32LE(at + 12);
         if (code === WQ_DONE_OK) {
@@ -258,7 +278,7 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient {
         return;
       }
       case K_WQ_RESULT:
-        if (rk === R_JOB) this.answered(seq, Router.resultOf(this.waitIdText, buf, at));
+        if (rk === R_JOB) this.onResult(seq, this.waitIdText, buf, at);
         else if (rk === R_OK) this.router.waitResult(this, seq, this.waitId, this.waitShard, this.waitIdText, this.waitTimeoutMs, null);
         else this.answered(seq, REPLY_NOT_FOUND);
         return;
@@ -315,6 +335,6 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient {
   }
 
   protected onClose(): void {
-    this.router.sessionClosed(this);
+    this.router.closed(this.leaseAttempt);
   }
 }

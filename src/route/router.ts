@@ -1,0 +1,253 @@
+// The main thread's routing layer: which shard holds each tube, workq queue and job, the pool of
+// shard threads, ReadyCounts, the fan-ins of reserve and lease, job ids, and one socket write per
+// connection per turn. It speaks no protocol: connections (src/proto/) send requests through it
+// and read the replies addressed to them (ReplyTarget); what a shard says happened to queues and
+// jobs (a job made ready, a reservation that ran out) it applies here and passes on through small
+// interfaces (JobHolder, the fan-ins' clients).
+
+import type { RecoveredJob } from '../../workers/wal/reader.ts';
+import {
+  E_READY, E_TIMED_OUT, E_WQ_READY, HEADER_BYTES, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME,
+  OP_WAL_SYNC, R_OK, R_TUBES,
+} from '../shared/records.ts';
+import { JobShardMap } from './jobmap.ts';
+import { ReadyCounts } from './readycount.ts';
+import { Reserves } from './reserve.ts';
+import { NO_REPLY, type ReplyTarget, ShardPool } from './shards.ts';
+import { TubeRegistry } from './tubes.ts';
+import { WorkqRouter } from './workq.ts';
+
+/** The write-ahead log each shard keeps (beanstalkd's -b, -f, -F, -s). */
+export interface WalConfig {
+  dir: string;
+  generation: number;
+  /** 'always' = fsync before replying (-f 0); everyMs = at most that often (-f MS); 'never' (-F). */
+  sync: 'always' | 'never' | { everyMs: number };
+  segmentBytesMax: number;
+  /** The largest job id any earlier run handed out (carried into the new generation). */
+  idFloor: number;
+}
+
+export interface RouterConfig {
+  shards: number;
+  jobSizeMax: number;
+  ringBytes?: number;
+  backlogBytes?: number;
+  wal?: WalConfig;
+  /** For the shard threads' own loggers. */
+  logLevel?: string;
+  /** Test hook passed to the shards (see workers/shard.ts). */
+  walFaults?: SharedArrayBuffer;
+}
+
+/** A connection that holds reserved jobs. */
+export interface JobHolder {
+  /** Job `id`'s reservation ran out (its TTR): the connection no longer holds it. */
+  jobExpired(id: number): void;
+}
+
+// Job states as the engine numbers them (workers/engine/engine.ts).
+const READY = 1;
+const RESERVED = 2;
+
+export class Router {
+  readonly config: RouterConfig;
+  readonly pool: ShardPool;
+  readonly tubes: TubeRegistry;
+  readonly jobMap = new JobShardMap();
+  /** Lower bounds of each tube's ready jobs: which reserves may go without holding the parser. */
+  readonly readyCounts: ReadyCounts;
+  /** Reserves over watched tubes, across shards (the fan-in). */
+  readonly reserves: Reserves;
+  /** workq: UUIDs, queues, leases across shards, run / result waiters. */
+  readonly workq: WorkqRouter;
+  /** Connections that may hold reserved jobs, by connection id. */
+  readonly holders = new Map<number, JobHolder>();
+  /** In memory only: puts, and deletes/releases/buries of a held job, are answered before the shard replies. */
+  readonly earlyAck: boolean;
+  nextJobId = 1;
+  private nextConnId = 1;
+
+  private dirty: { flush(): void }[] = [];
+  private flushScheduled = false;
+
+  constructor(config: RouterConfig) {
+    this.config = config;
+    this.earlyAck = config.wal === undefined;
+    this.readyCounts = new ReadyCounts(config.shards);
+    this.pool = new ShardPool(
+      { shards: config.shards, ringBytes: config.ringBytes, backlogBytes: config.backlogBytes, workerData: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults } },
+      {
+        event: (shard, buf, at) => this.onEvent(shard, buf, at),
+        batchDone: () => this.flushOutputs(),
+        fatal: (shard, err) => this.onFatal(shard, err),
+      },
+    );
+    this.workq = new WorkqRouter(this.pool, config.shards, () => this.flushSoon(), this.earlyAck);
+    this.tubes = new TubeRegistry(config.shards);
+    this.reserves = new Reserves(this.pool, this.readyCounts, this.tubes, () => this.flushSoon());
+    this.tubes.onCreate = (t) => {
+      const name = Buffer.from(t.name, 'latin1');
+      const w = this.pool.request(t.shard, 0, NO_REPLY, 0);
+      w.header(OP_TUBE_NAME, name.length, 0, t.id, 0, 0, 0);
+      w.bytes(name, 0, name.length);
+    };
+    this.tubes.onFree = (t) => {
+      this.pool.request(t.shard, 0, NO_REPLY, 0).header(OP_DROP_TUBE, 0, 0, t.id, 0, 0, 0);
+    };
+    this.tubes.findOrMake('default').pinned = true;
+  }
+
+  // ---- recovery from the write-ahead log ----
+
+  /** A job read back from the log goes to the shard that owns its tube now. */
+  restoreJob(j: RecoveredJob): void {
+    const t = this.tubes.findOrMake(j.tube);
+    t.jobs++;
+    this.jobMap.set(j.id, t.shard);
+    if (j.id >= this.nextJobId) this.nextJobId = j.id + 1;
+    // beanstalkd brings a job that was reserved back as ready.
+    const state = j.state === RESERVED ? READY : j.state;
+    const w = this.pool.request(t.shard, 0, NO_REPLY, 0);
+    w.header(OP_RESTORE, 48 + j.body.length, 0, t.id, j.pri, j.delaySec, j.id);
+    w.u32(j.ttrSec);
+    w.u32(state);
+    w.f64(j.deadlineMs);
+    w.f64(j.createdMs);
+    w.u32(j.reserves);
+    w.u32(j.timeouts);
+    w.u32(j.releases);
+    w.u32(j.buries);
+    w.u32(j.kicks);
+    w.u32(0);
+    w.bytes(j.body, 0, j.body.length);
+  }
+
+  /** Resolves once every shard has made all it logged so far durable; rejects if one could not. */
+  syncShards(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      let left = this.pool.links.length;
+      let failed = false;
+      const target: ReplyTarget = {
+        onShardReply(_shard, _kind, _seq, buf, at) {
+          failed ||= buf[at + 4] !== R_OK;
+          if (--left > 0) return;
+          if (failed) reject(new Error('the write-ahead log could not be written (disk full or I/O error?); see the shard log lines above'));
+          else resolve();
+        },
+      };
+      for (let shard = 0; shard < this.pool.links.length; shard++) {
+        this.pool.request(shard, 0, target, 0).header(OP_WAL_SYNC, 0, 0, 0, 0, 0, 0);
+      }
+      this.pool.flush();
+    });
+  }
+
+  /** What to do when a shard thread dies (the server sets it: log and exit). */
+  onFatal: (shard: number, err: Error) => void = (shard, err) => {
+    throw new Error(`shard ${shard} died: ${err.stack ?? err.message}`);
+  };
+
+  newConnId(): number {
+    return this.nextConnId++;
+  }
+
+  // ---- output batching: one socket write per connection per turn (ConnectionHost) ----
+
+  markDirty(s: { flush(): void }): void {
+    this.dirty.push(s);
+    this.flushSoon();
+  }
+
+  backlogFull(): boolean {
+    return this.pool.backlogFull();
+  }
+
+  waitForRoom(c: { roomAgain(): void }): void {
+    this.pool.waitForRoom(c);
+  }
+
+  flushSoon(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(this.flushNow);
+  }
+
+  private readonly flushNow = (): void => {
+    this.flushScheduled = false;
+    this.flushOutputs();
+    this.pool.flush();
+  };
+
+  flushOutputs(): void {
+    const list = this.dirty;
+    if (list.length === 0) return;
+    this.dirty = [];
+    for (const s of list) s.flush();
+  }
+
+  // ---- what shards say happened ----
+
+  /** Connections blocked in a reserve (stats current-waiting). */
+  get waitingCount(): number {
+    return this.reserves.fan.waitingCount;
+  }
+
+  /** Tube `tubeId` may have gained ready jobs; `known` of them for certain (ReadyCounts' rule 4). */
+  readied(tubeId: number, known = 0): void {
+    const t = this.tubes.get(tubeId);
+    if (t === undefined) return;
+    if (known > 0) this.readyCounts.addLate(t, known);
+    this.reserves.fan.ready(t);
+  }
+
+  /** Job `id` of tube `tubeId` was deleted. */
+  deleted(id: number, tubeId: number): void {
+    this.jobMap.delete(id);
+    const t = this.tubes.get(tubeId);
+    if (t !== undefined) {
+      t.jobs--;
+      this.tubes.release(t);
+    }
+  }
+
+  /** Connection `connId` has gone: every job it holds goes back to ready, behind what it sent. */
+  releaseHeld(connId: number): void {
+    for (let shard = 0; shard < this.pool.links.length; shard++) {
+      this.pool.request(shard, 0, this.released, 0).header(OP_RELEASE_CONN, 0, connId, 0, 0, 0, 0);
+    }
+    this.flushSoon();
+  }
+
+  /** R_TUBES: a = jobs released, b = tube count; payload u32[b] the tubes that gained ready jobs. */
+  private readonly released: ReplyTarget = {
+    onShardReply: (_shard, _kind, _seq, buf, at) => {
+      if (buf[at + 4] !== R_TUBES) return;
+      const count = buf.readUInt32LE(at + 16);
+      for (let i = 0; i < count; i++) this.readied(buf.readUInt32LE(at + HEADER_BYTES + i * 4));
+    },
+  };
+
+  private onEvent(shard: number, buf: Buffer, at: number): void {
+    const kind = buf[at + 4];
+    if (kind >= E_WQ_READY) {
+      this.workq.onEvent(buf, at, shard);
+    } else if (kind === E_READY) {
+      this.readied(buf.readUInt32LE(at + 12));
+    } else if (kind === E_TIMED_OUT) {
+      // The job stays held by the connection in its shard until OP_EXPIRE, sent once the
+      // connection no longer holds it here: every delete/release/bury it was answered early
+      // for reaches the shard first (Engine.expire). The job becomes ready then; not counted in
+      // ReadyCounts (jobs readied by the shard itself never are).
+      const conn = buf.readUInt32LE(at + 8);
+      const id = buf.readDoubleLE(at + 24);
+      this.holders.get(conn)?.jobExpired(id);
+      this.pool.request(shard, 0, NO_REPLY, 0).header(OP_EXPIRE, 0, conn, 0, buf.readUInt32LE(at + 16), 0, id);
+    }
+  }
+
+  /** Stops the shard threads (close the connections first). */
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
+}
