@@ -7,7 +7,10 @@
 // This file is the workq side of the fan-in: the shard requests a lease sends (a lease over one
 // shard's queues, a peek of each shard's best, a lease under a bound) and what their replies mean.
 
-import { HEADER_BYTES, OP_WQ_LEASE, OP_WQ_LEASE_BOUNDED, OP_WQ_PEEK, R_BEST, R_JOB } from '../shared/records.ts';
+import {
+  jobMore, OP_WQ_LEASE, OP_WQ_LEASE_BOUNDED, OP_WQ_PEEK, R_BEST, R_JOB, replyId, replyKind, wqBestCreated, wqBestPriority,
+  wqBestScheduleKey, wqJobQueue,
+} from '../shared/records.ts';
 import { type FanAttempt, type FanClient, FanIn, type FanQueue, type FanShards, WaitFifo } from './fanin.ts';
 import type { ShardPool } from './shards.ts';
 
@@ -77,22 +80,21 @@ export class Leases implements FanShards<WqQueue> {
 
   /** A shard's reply to one of the requests above. */
   reply(shard: number, kind: number, a: FanAttempt<WqQueue>, buf: Buffer, at: number): void {
-    const rk = buf[at + 4];
+    const rk = replyKind(buf, at);
     if (kind === K_LEASE_PEEK) {
       if (rk === R_BEST) {
         // Priority high first: its negation orders smallest first, as the fan-in's keys do.
-        const priority = buf.readInt32LE(at + 16);
-        this.fan.peeked(a, shard, -priority, buf.readDoubleLE(at + HEADER_BYTES), buf.readDoubleLE(at + HEADER_BYTES + 8), buf.readDoubleLE(at + 24));
+        this.fan.peeked(a, shard, -wqBestPriority(buf, at), wqBestScheduleKey(buf, at), wqBestCreated(buf, at), replyId(buf, at));
       } else {
         this.fan.peeked(a, shard, 0, 0, 0, 0);
       }
       return;
     }
     if (!this.fan.took(a, rk === R_JOB)) return;
-    const q = this.queues[buf.readUInt32LE(at + 12)];
+    const q = this.queues[wqJobQueue(buf, at)];
     // A lease is not bound to its connection: a job leased for one that has gone runs out its
     // TTR and is requeued, as on the real server.
     if (!a.client.closed) (a.client as LeaseClient).onLeased(buf, at, q);
-    if (buf.readUInt32LE(at + 16) !== 0) this.fan.ready(q);
+    if (jobMore(buf, at)) this.fan.ready(q);
   }
 }

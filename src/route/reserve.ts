@@ -6,7 +6,9 @@
 // over one shard's tubes, a peek of each shard's best, a reserve under a bound) and what their
 // replies mean. Every take is a taker of ReadyCounts (rule 2 in ./readycount.ts).
 
-import { OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB } from '../shared/records.ts';
+import {
+  bestPri, jobMore, jobTube, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, replyId, replyKind,
+} from '../shared/records.ts';
 import { FanIn, type FanAttempt, type FanClient, type FanShards } from './fanin.ts';
 import type { ReadyCounts } from './readycount.ts';
 import type { ShardPool } from './shards.ts';
@@ -54,9 +56,9 @@ export class Reserves implements FanShards<Tube> {
 
   /** A shard's reply to one of the requests above. */
   reply(shard: number, kind: number, a: FanAttempt<Tube>, buf: Buffer, at: number): void {
-    const rk = buf[at + 4];
+    const rk = replyKind(buf, at);
     if (kind === K_RESERVE_PEEK) {
-      if (rk === R_BEST) this.fan.peeked(a, shard, buf.readUInt32LE(at + 16), 0, 0, buf.readDoubleLE(at + 24));
+      if (rk === R_BEST) this.fan.peeked(a, shard, bestPri(buf, at), 0, 0, replyId(buf, at));
       else this.fan.peeked(a, shard, 0, 0, 0, 0);
       return;
     }
@@ -65,7 +67,7 @@ export class Reserves implements FanShards<Tube> {
     // A job reserved for a connection that has gone is given back by the release request its
     // close queued behind this one.
     if (!c.closed) c.onReserved(buf, at);
-    if (buf.readUInt32LE(at + 16) !== 0) this.tubeReady(buf.readUInt32LE(at + 12));
+    if (jobMore(buf, at)) this.tubeReady(jobTube(buf, at));
   }
 
   /** Tube `tubeId` may have gained ready jobs. */

@@ -7,8 +7,8 @@
 
 import type { RecoveredJob } from '../../workers/wal/reader.ts';
 import {
-  E_READY, E_TIMED_OUT, E_WQ_READY, HEADER_BYTES, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME,
-  OP_WAL_SYNC, R_OK, R_TUBES,
+  E_READY, E_TIMED_OUT, E_WQ_READY, eventConn, eventReserves, eventTube, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN,
+  OP_RESTORE, OP_TUBE_NAME, OP_WAL_SYNC, R_OK, R_TUBES, replyId, replyKind, tubesAt, tubesCount,
 } from '../shared/records.ts';
 import { JobShardMap } from './jobmap.ts';
 import { ReadyCounts } from './readycount.ts';
@@ -130,7 +130,7 @@ export class Router {
       let failed = false;
       const target: ReplyTarget = {
         onShardReply(_shard, _kind, _seq, buf, at) {
-          failed ||= buf[at + 4] !== R_OK;
+          failed ||= replyKind(buf, at) !== R_OK;
           if (--left > 0) return;
           if (failed) reject(new Error('the write-ahead log could not be written (disk full or I/O error?); see the shard log lines above'));
           else resolve();
@@ -222,27 +222,27 @@ export class Router {
   /** R_TUBES: a = jobs released, b = tube count; payload u32[b] the tubes that gained ready jobs. */
   private readonly released: ReplyTarget = {
     onShardReply: (_shard, _kind, _seq, buf, at) => {
-      if (buf[at + 4] !== R_TUBES) return;
-      const count = buf.readUInt32LE(at + 16);
-      for (let i = 0; i < count; i++) this.readied(buf.readUInt32LE(at + HEADER_BYTES + i * 4));
+      if (replyKind(buf, at) !== R_TUBES) return;
+      const count = tubesCount(buf, at);
+      for (let i = 0; i < count; i++) this.readied(tubesAt(buf, at, i));
     },
   };
 
   private onEvent(shard: number, buf: Buffer, at: number): void {
-    const kind = buf[at + 4];
+    const kind = replyKind(buf, at);
     if (kind >= E_WQ_READY) {
       this.workq.onEvent(buf, at, shard);
     } else if (kind === E_READY) {
-      this.readied(buf.readUInt32LE(at + 12));
+      this.readied(eventTube(buf, at));
     } else if (kind === E_TIMED_OUT) {
       // The job stays held by the connection in its shard until OP_EXPIRE, sent once the
       // connection no longer holds it here: every delete/release/bury it was answered early
       // for reaches the shard first (Engine.expire). The job becomes ready then; not counted in
       // ReadyCounts (jobs readied by the shard itself never are).
-      const conn = buf.readUInt32LE(at + 8);
-      const id = buf.readDoubleLE(at + 24);
+      const conn = eventConn(buf, at);
+      const id = replyId(buf, at);
       this.holders.get(conn)?.jobExpired(id);
-      this.pool.request(shard, 0, NO_REPLY, 0).header(OP_EXPIRE, 0, conn, 0, buf.readUInt32LE(at + 16), 0, id);
+      this.pool.request(shard, 0, NO_REPLY, 0).header(OP_EXPIRE, 0, conn, 0, eventReserves(buf, at), 0, id);
     }
   }
 

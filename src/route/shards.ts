@@ -8,7 +8,7 @@
 
 import { Worker } from 'node:worker_threads';
 import { Doorbell } from '../shared/doorbell.ts';
-import { isEvent, RecordReader, RecordWriter } from '../shared/records.ts';
+import { isEvent, RecordReader, RecordWriter, replyKind } from '../shared/records.ts';
 import { Ring } from '../shared/ring.ts';
 
 /** Bytes of each ring. Large enough that a burst of 64 KiB puts from many connections rarely waits. */
@@ -271,7 +271,7 @@ export class ShardPool {
         handled = true;
         let at: number;
         while ((at = r.next()) !== -1) {
-          const kind = r.buf[at + 4];
+          const kind = replyKind(r.buf, at);
           if (isEvent(kind)) {
             this.handler.event(link.index, r.buf, at);
           } else {

@@ -15,8 +15,8 @@ import { NO_REPLY, type ReplyTarget, type ShardPool } from './shards.ts';
 import { UuidMap } from './uuidmap.ts';
 import { shardOf } from './hash.ts';
 import {
-  E_WQ_DONE, E_WQ_GONE, E_WQ_READY, HEADER_BYTES, OP_WQ_DELETE, OP_WQ_QUEUE_NAME, OP_WQ_RESTORE, OP_WQ_RESULT, OP_WQ_RUN_END,
-  R_JOB, R_OK, WQ_RESTORE_FIXED,
+  E_WQ_DONE, E_WQ_GONE, E_WQ_READY, eventEvicted, eventTube, okResult, okTube, OP_WQ_DELETE, OP_WQ_QUEUE_NAME,
+  OP_WQ_RESTORE, OP_WQ_RESULT, OP_WQ_RUN_END, payloadAt, R_JOB, R_OK, replyId, replyKind, WQ_RESTORE_FIXED,
 } from '../shared/records.ts';
 import type { RecoveredWqJob } from '../../workers/wal/reader.ts';
 import type { FanAttempt } from './fanin.ts';
@@ -240,8 +240,8 @@ export class WorkqRouter {
    * answered before the shard has it, the router's own target.
    */
   added(buf: Buffer, at: number): void {
-    if (buf[at + 4] !== R_OK || buf.readUInt32LE(at + 12) !== 1) return;
-    const q = this.byId[buf.readUInt32LE(at + 16)];
+    if (replyKind(buf, at) !== R_OK || okResult(buf, at) !== 1) return;
+    const q = this.byId[okTube(buf, at)];
     if (q !== undefined) this.queueReady(q);
   }
 
@@ -256,7 +256,7 @@ export class WorkqRouter {
   };
 
   private ownReply(kind: number, seq: number, buf: Buffer, at: number): void {
-    const rk = buf[at + 4];
+    const rk = replyKind(buf, at);
     if (kind === K_WAKE) {
       const list = this.wakes.get(seq);
       this.wakes.delete(seq);
@@ -275,9 +275,9 @@ export class WorkqRouter {
     if (w === undefined || w.done) return;
     if (rk === R_JOB) {
       this.finish(w, buf, at);
-    } else if (rk === R_OK && buf.readUInt32LE(at + 12) === WQ_LEASED) {
+    } else if (rk === R_OK && okResult(buf, at) === WQ_LEASED) {
       // Being worked on: wait for its result until the lease's TTR end.
-      const deadline = buf.readDoubleLE(at + 24);
+      const deadline = replyId(buf, at);
       w.timer = setTimeout(() => {
         w.timer = null;
         this.finish(w, null, 0);
@@ -305,16 +305,16 @@ export class WorkqRouter {
   }
 
   onEvent(buf: Buffer, at: number, shard: number): void {
-    const kind = buf[at + 4];
+    const kind = replyKind(buf, at);
     if (kind === E_WQ_READY) {
-      const q = this.byId[buf.readUInt32LE(at + 12)];
+      const q = this.byId[eventTube(buf, at)];
       if (q !== undefined) this.queueReady(q);
     } else if (kind === E_WQ_DONE) {
-      this.processed(buf.readDoubleLE(at + 24), shard);
+      this.processed(replyId(buf, at), shard);
     } else if (kind === E_WQ_GONE) {
-      const id = buf.readDoubleLE(at + 24);
-      if (buf.readUInt32LE(at + 12) !== 0) this.evicted++;
-      this.uuids.remove(buf, at + HEADER_BYTES, id);
+      const id = replyId(buf, at);
+      if (eventEvicted(buf, at)) this.evicted++;
+      this.uuids.remove(buf, payloadAt(at), id);
     }
   }
 

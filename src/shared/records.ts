@@ -138,6 +138,67 @@ export function isEvent(kind: number): boolean {
   return kind >= 64;
 }
 
+// ---- Reading replies and events by name (main thread). Fields by reply, as the shards write
+// them (see the tables above); every reader takes the buffer and the record's offset. ----
+
+/** R_* or E_*. */
+export const replyKind = (b: Buffer, at: number): number => b[at + 4];
+/** The change was made but could not be logged. */
+export const replyUnlogged = (b: Buffer, at: number): boolean => b[at + REPLY_FLAG_UNLOGGED] !== 0;
+/** The end of the record (its payload included). */
+export const recordEnd = (b: Buffer, at: number): number => at + b.readUInt32LE(at);
+/** The job id (or value) of a reply or event. */
+export const replyId = (b: Buffer, at: number): number => b.readDoubleLE(at + 24);
+/** f64 number `i` of the payload (R_NUMS; a touch's R_OK: 0 = the new deadline). */
+export const payloadF64 = (b: Buffer, at: number, i: number): number => b.readDoubleLE(at + HEADER_BYTES + i * 8);
+/** The payload's start. */
+export const payloadAt = (at: number): number => at + HEADER_BYTES;
+
+/** R_OK: the result (a job's new state, a count, a workq done code). */
+export const okResult = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+/** R_OK: the tube (or workq queue) the change was in. */
+export const okTube = (b: Buffer, at: number): number => b.readUInt32LE(at + 16);
+
+/** R_JOB (beanstalk): the job's tube. */
+export const jobTube = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+/** R_JOB (a reserve, a lease): the tubes (queues) asked still hold ready jobs. */
+export const jobMore = (b: Buffer, at: number): boolean => b.readUInt32LE(at + 16) !== 0;
+/** R_JOB (beanstalk): the reservation's TTR deadline (ms; 0 for a peek). */
+export const jobDeadline = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES);
+/** R_JOB (beanstalk): where the body starts (it ends at recordEnd). */
+export const jobBodyAt = (at: number): number => at + HEADER_BYTES + 8;
+
+/** R_BEST (beanstalk): the candidate's pri (its id: replyId). */
+export const bestPri = (b: Buffer, at: number): number => b.readUInt32LE(at + 16);
+/** R_BEST (workq): the candidate's priority, schedule key, creation time. */
+export const wqBestPriority = (b: Buffer, at: number): number => b.readInt32LE(at + 16);
+export const wqBestScheduleKey = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES);
+export const wqBestCreated = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES + 8);
+
+/** R_NONE to a reserve sent as certain: its timeout echoed (-1: none). */
+export const noneReserveTimeout = (b: Buffer, at: number): number => (b.readUInt32LE(at + 16) !== 0 ? -1 : b.readUInt32LE(at + 12));
+
+/** R_TUBES: how many tubes gained ready jobs, and tube `i` of them. */
+export const tubesCount = (b: Buffer, at: number): number => b.readUInt32LE(at + 16);
+export const tubesAt = (b: Buffer, at: number, i: number): number => b.readUInt32LE(at + HEADER_BYTES + i * 4);
+
+/** R_JOB to a workq lease: the queue, the job's TTR (ms), its UUID's and payload's start. */
+export const wqJobQueue = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+export const wqJobTtr = (b: Buffer, at: number): number => b.readUInt32LE(at + 20);
+export const wqJobUuidAt = (at: number): number => at + HEADER_BYTES;
+export const wqJobPayloadAt = (at: number): number => at + HEADER_BYTES + 16;
+/** R_JOB with a workq result: whether the job succeeded (the result is the payload). */
+export const wqResultSuccess = (b: Buffer, at: number): boolean => b.readUInt32LE(at + 16) !== 0;
+/** R_WQ_JOBS: how many jobs follow. */
+export const wqJobsCount = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+
+/** Events: the connection (E_TIMED_OUT), the tube or queue (E_READY, E_TIMED_OUT, E_WQ_READY),
+ *  the reservation's reserves count (E_TIMED_OUT), whether a gone workq job was evicted (E_WQ_GONE). */
+export const eventConn = (b: Buffer, at: number): number => b.readUInt32LE(at + 8);
+export const eventTube = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+export const eventReserves = (b: Buffer, at: number): number => b.readUInt32LE(at + 16);
+export const eventEvicted = (b: Buffer, at: number): boolean => b.readUInt32LE(at + 12) !== 0;
+
 /**
  * Appends records into one growing Buffer: one per shard per event-loop turn on the main thread,
  * one per batch on a shard. The bytes are then copied into the ring in as few writes as fit.

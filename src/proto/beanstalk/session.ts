@@ -19,9 +19,10 @@ import { Ms } from '../../route/tubes.ts';
 import { FanAttempt, type FanEnd } from '../../route/fanin.ts';
 import type { ReserveClient } from '../../route/reserve.ts';
 import {
-  HEADER_BYTES, OP_BURY, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED,
+  OP_BURY, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED,
   OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE, OP_RESERVE_JOB, OP_STATS_JOB, OP_STATS_TUBE,
-  OP_TOTALS, OP_TOUCH, R_JOB, R_NONE, R_NUMS, R_OK, REPLY_FLAG_UNLOGGED,
+  OP_TOTALS, OP_TOUCH, R_JOB, R_NONE, R_NUMS, R_OK, jobBodyAt, jobDeadline, jobMore, jobTube, noneReserveTimeout,
+  okResult, okTube, payloadF64, recordEnd, replyId, replyKind, replyUnlogged,
 } from '../../shared/records.ts';
 import type { ReplyTarget } from '../../route/shards.ts';
 
@@ -43,7 +44,7 @@ import {
   REPLY_KICKED, REPLY_NOT_FOUND, REPLY_NOT_IGNORED, REPLY_PAUSED, REPLY_RELEASED,
   REPLY_DEADLINE_SOON, REPLY_TIMED_OUT, REPLY_TOUCHED, yamlList,
 } from './replies.ts';
-import { formatJobStats, formatServerStats, formatTubeStats } from './stats.ts';
+import { formatJobStats, formatServerStats, formatTubeStats, JOB_STATS_TUBE } from './stats.ts';
 
 export { INPUT_BUFFERED_MAX, OUTPUT_BUFFERED_MAX, PENDING_REPLIES_MAX, type Transport } from '../connection.ts';
 
@@ -451,25 +452,25 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     const router = this.router;
     // The change happened but is not on disk: the effects below still apply (the job exists or
     // is gone in memory), the client is told the command failed.
-    this.unlogged = buf[at + REPLY_FLAG_UNLOGGED] !== 0;
-    const rk = buf[at + 4];
+    this.unlogged = replyUnlogged(buf, at);
+    const rk = replyKind(buf, at);
     const ok = rk === R_OK;
-    const id = buf.readDoubleLE(at + 24);
+    const id = replyId(buf, at);
     switch (kind) {
       case K_PUT:
         this.onPut(seq, id);
-        if (buf.readUInt32LE(at + 12) === READY) router.readied(buf.readUInt32LE(at + 16));
+        if (okResult(buf, at) === READY) router.readied(okTube(buf, at));
         return;
       case K_RESERVE_SPEC:
         if (rk === R_JOB) {
           this.reserved(seq, buf, at);
-          if (buf.readUInt32LE(at + 16) !== 0) router.readied(buf.readUInt32LE(at + 12));
+          if (jobMore(buf, at)) router.readied(jobTube(buf, at));
         } else {
           // Cannot happen while ReadyCounts stays a lower bound (see its proof). Should it all
           // the same, the reserve goes on as an ordinary one; the shard echoes its timeout.
           this.server.certainMisses++;
           this.server.onCertainMiss(this.connId);
-          this.certainMissed(seq, buf.readUInt32LE(at + 16) !== 0 ? -1 : buf.readUInt32LE(at + 12));
+          this.certainMissed(seq, noneReserveTimeout(buf, at));
         }
         return;
       case K_RESERVE_JOB:
@@ -487,32 +488,32 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         this.inflightDeletes--;
         if (ok) {
           this.unreserve(id);
-          router.deleted(id, buf.readUInt32LE(at + 16));
+          router.deleted(id, okTube(buf, at));
         }
         this.onSimple(seq, kind, ok, 0);
         return;
       case K_RELEASE:
         if (ok) this.unreserve(id);
         this.onSimple(seq, kind, ok, 0);
-        if (ok && buf.readUInt32LE(at + 12) === READY) router.readied(buf.readUInt32LE(at + 16), 1);
+        if (ok && okResult(buf, at) === READY) router.readied(okTube(buf, at), 1);
         return;
       case K_BURY:
         if (ok) this.unreserve(id);
         this.onSimple(seq, kind, ok, 0);
         return;
       case K_TOUCH:
-        if (ok) this.touched(id, buf.readDoubleLE(at + HEADER_BYTES));
+        if (ok) this.touched(id, payloadF64(buf, at, 0));
         this.onSimple(seq, kind, ok, 0);
         return;
       case K_KICK: {
-        const n = buf.readUInt32LE(at + 12);
+        const n = okResult(buf, at);
         this.onSimple(seq, kind, true, n);
-        if (n > 0) router.readied(buf.readUInt32LE(at + 16), n);
+        if (n > 0) router.readied(okTube(buf, at), n);
         return;
       }
       case K_KICK_JOB:
         this.onSimple(seq, kind, ok, 0);
-        if (ok) router.readied(buf.readUInt32LE(at + 16), 1);
+        if (ok) router.readied(okTube(buf, at), 1);
         return;
       case K_PAUSE:
         this.onSimple(seq, kind, true, 0);
@@ -573,35 +574,33 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   }
 
   onFound(seq: number, buf: Buffer, at: number): void {
-    if (buf[at + 4] !== R_JOB) {
+    if (replyKind(buf, at) !== R_JOB) {
       this.complete(seq, REPLY_NOT_FOUND);
       return;
     }
-    const len = buf.readUInt32LE(at);
-    const id = buf.readDoubleLE(at + 24);
-    this.completeJob(seq, FOUND_, id, buf, at + HEADER_BYTES + 8, at + len);
+    this.completeJob(seq, FOUND_, replyId(buf, at), buf, jobBodyAt(at), recordEnd(buf, at));
   }
 
   onStatsJob(seq: number, buf: Buffer, at: number): void {
-    if (buf[at + 4] !== R_NUMS) {
+    if (replyKind(buf, at) !== R_NUMS) {
       this.complete(seq, REPLY_NOT_FOUND);
       return;
     }
-    const tube = this.router.tubes.get(buf.readDoubleLE(at + HEADER_BYTES + 8));
-    this.complete(seq, okYaml(formatJobStats(buf, at + HEADER_BYTES, tube ? tube.name : '')));
+    const tube = this.router.tubes.get(payloadF64(buf, at, JOB_STATS_TUBE));
+    this.complete(seq, okYaml(formatJobStats(buf, at, tube ? tube.name : '')));
   }
 
   onStatsTube(seq: number, buf: Buffer, at: number): void {
     const t = this.statsTubes.get(seq);
     this.statsTubes.delete(seq);
-    if (t === undefined || buf[at + 4] !== R_NUMS) this.complete(seq, REPLY_NOT_FOUND);
-    else this.complete(seq, okYaml(formatTubeStats(t, buf, at + HEADER_BYTES)));
+    if (t === undefined || replyKind(buf, at) !== R_NUMS) this.complete(seq, REPLY_NOT_FOUND);
+    else this.complete(seq, okYaml(formatTubeStats(t, buf, at)));
     this.unblock(B_ANSWER);
   }
 
   onTotals(buf: Buffer, at: number): void {
     const sum = this.statsSum;
-    const n = (i: number): number => buf.readDoubleLE(at + HEADER_BYTES + i * 8);
+    const n = (i: number): number => payloadF64(buf, at, i);
     for (let i = 0; i < 6; i++) sum[i] += n(i);
     // Log indexes: the oldest of any shard's files, the newest of any shard's.
     if (n(6) > 0 && (sum[6] === 0 || n(6) < sum[6])) sum[6] = n(6);
@@ -655,12 +654,10 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
 
   /** A job was reserved for this connection (reserve or reserve-job). */
   reserved(seq: number, buf: Buffer, at: number): void {
-    const len = buf.readUInt32LE(at);
-    const id = buf.readDoubleLE(at + 24);
-    const deadline = buf.readDoubleLE(at + HEADER_BYTES);
+    const id = replyId(buf, at);
     this.resIds.push(id);
-    this.resDeadlines.push(deadline);
-    this.completeJob(seq, RESERVED_, id, buf, at + HEADER_BYTES + 8, at + len);
+    this.resDeadlines.push(jobDeadline(buf, at));
+    this.completeJob(seq, RESERVED_, id, buf, jobBodyAt(at), recordEnd(buf, at));
   }
 
   /** Job `id`'s TTR ran out (JobHolder): no longer held; a waiting reserve's DEADLINE_SOON moves. */

@@ -2,15 +2,19 @@
 
 import os from 'node:os';
 import type { Tube } from '../../route/tubes.ts';
+import { payloadF64 } from '../../shared/records.ts';
 import { VERSION } from '../../version.ts';
 import { STATS_CMD_KEYS } from './commands.ts';
 import type { BeanstalkServer } from './server.ts';
 
 const STATE_NAMES = ['invalid', 'ready', 'reserved', 'delayed', 'buried'];
 
-/** nums at `off`: [id, tube, state, pri, age, delay, ttr, time-left, reserves, timeouts, releases, buries, kicks, file] */
-export function formatJobStats(buf: Buffer, off: number, tubeName: string): string {
-  const n = (i: number): number => buf.readDoubleLE(off + i * 8);
+/** Where the job's tube is in a stats-job reply's numbers. */
+export const JOB_STATS_TUBE = 1;
+
+/** The R_NUMS reply at `at`: [id, tube, state, pri, age, delay, ttr, time-left, reserves, timeouts, releases, buries, kicks, file] */
+export function formatJobStats(buf: Buffer, at: number, tubeName: string): string {
+  const n = (i: number): number => payloadF64(buf, at, i);
   return (
     '---\n' +
     `id: ${n(0)}\n` +
@@ -30,9 +34,9 @@ export function formatJobStats(buf: Buffer, off: number, tubeName: string): stri
   );
 }
 
-/** nums at `off`: [urgent, ready, reserved, delayed, buried, total-jobs, cmd-delete, cmd-pause-tube, pause, pause-time-left] */
-export function formatTubeStats(t: Tube, buf: Buffer, off: number): string {
-  const n = (i: number): number => buf.readDoubleLE(off + i * 8);
+/** The R_NUMS reply at `at`: [urgent, ready, reserved, delayed, buried, total-jobs, cmd-delete, cmd-pause-tube, pause, pause-time-left] */
+export function formatTubeStats(t: Tube, buf: Buffer, at: number): string {
+  const n = (i: number): number => payloadF64(buf, at, i);
   return (
     '---\n' +
     `name: ${t.name}\n` +

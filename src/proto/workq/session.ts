@@ -10,11 +10,12 @@ import { Connection, type ConnectionHost, type Transport } from '../connection.t
 import type { ResultClient, WorkqRouter, WqQueue } from '../../route/workq.ts';
 import type { ReplyTarget } from '../../route/shards.ts';
 import {
-  HEADER_BYTES, OP_WQ_ADD, OP_WQ_COMPLETE, OP_WQ_FAIL, OP_WQ_INSPECT_JOB, OP_WQ_INSPECT_JOBS,
-  OP_WQ_LENS, OP_WQ_RESULT, R_JOB, R_NUMS, R_OK, R_WQ_JOBS, REPLY_FLAG_UNLOGGED, WQ_ADD_FIXED, WQ_DONE_NOT_FOUND,
+  okResult, OP_WQ_ADD, OP_WQ_COMPLETE, OP_WQ_FAIL, OP_WQ_INSPECT_JOB, OP_WQ_INSPECT_JOBS,
+  OP_WQ_LENS, OP_WQ_RESULT, R_JOB, R_NUMS, R_OK, R_WQ_JOBS, payloadAt, payloadF64, recordEnd, replyId, replyKind, replyUnlogged, WQ_ADD_FIXED, WQ_DONE_NOT_FOUND,
   WQ_DONE_OK, WQ_INFO_ATTEMPTS, WQ_INFO_BYTES, WQ_INFO_CREATED, WQ_INFO_FAILS, WQ_INFO_FIELDS,
   WQ_INFO_MAX_ATTEMPTS, WQ_INFO_MAX_FAILS, WQ_INFO_PAYLOAD_LEN, WQ_INFO_PRIORITY, WQ_INFO_QUEUE,
-  WQ_INFO_SCHEDULE, WQ_INFO_STATE, WQ_INFO_TTL, WQ_INFO_TTR,
+  WQ_INFO_SCHEDULE, WQ_INFO_STATE, WQ_INFO_TTL, WQ_INFO_TTR, wqJobPayloadAt, wqJobsCount, wqJobTtr, wqJobUuidAt,
+  wqResultSuccess,
 } from '../../shared/records.ts';
 import {
   CMD_ADD, CMD_COMPLETE, CMD_DELETE, CMD_FAIL, CMD_INSPECT_JOB, CMD_INSPECT_JOBS, CMD_INSPECT_QUEUE,
@@ -230,13 +231,12 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient, 
 
   onLeased(buf: Buffer, at: number, queue: WqQueue): void {
     // With a log, a lease it could not record is refused; the job comes back at its TTR end.
-    if (buf[at + REPLY_FLAG_UNLOGGED] !== 0) {
+    if (replyUnlogged(buf, at)) {
       this.answered(this.leaseSeq, REPLY_UNLOGGED);
       return;
     }
-    const len = buf.readUInt32LE(at);
-    const ttrMs = buf.readUInt32LE(at + 20);
-    this.answered(this.leaseSeq, leaseReply(uuidText(buf, at + HEADER_BYTES), queue.name, ttrMs, buf, at + HEADER_BYTES + 16, at + len));
+    const idText = uuidText(buf, wqJobUuidAt(at));
+    this.answered(this.leaseSeq, leaseReply(idText, queue.name, wqJobTtr(buf, at), buf, wqJobPayloadAt(at), recordEnd(buf, at)));
   }
 
   /** The blocking command `seq` is answered: send it and read on. */
@@ -251,27 +251,26 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient, 
       this.answered(seq, REPLY_TIMEOUT);
       return;
     }
-    const len = buf.readUInt32LE(at);
-    this.answered(seq, resultReply(idText, buf.readUInt32LE(at + 16) !== 0, buf, at + HEADER_BYTES, at + len));
+    this.answered(seq, resultReply(idText, wqResultSuccess(buf, at), buf, payloadAt(at), recordEnd(buf, at)));
   }
 
   /** The reply to a request this connection sent (ReplyTarget). */
   onShardReply(shard: number, kind: number, seq: number, buf: Buffer, at: number): void {
-    const rk = buf[at + 4];
+    const rk = replyKind(buf, at);
     switch (kind) {
       case K_WQ_ADD:
         // With a log, add waits for this reply; a change the log could not take is an error.
-        this.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
+        this.complete(seq, replyUnlogged(buf, at) ? REPLY_UNLOGGED : REPLY_OK);
         this.router.added(buf, at);
         return;
       case K_WQ_DELETE:
-        this.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
+        this.complete(seq, replyUnlogged(buf, at) ? REPLY_UNLOGGED : REPLY_OK);
         return;
       case K_WQ_DONE: {
-        const code = buf.readUInt32LE(at + 12);
+        const code = okResult(buf, at);
         if (code === WQ_DONE_OK) {
-          this.complete(seq, buf[at + REPLY_FLAG_UNLOGGED] !== 0 ? REPLY_UNLOGGED : REPLY_OK);
-          this.router.processed(buf.readDoubleLE(at + 24), shard);
+          this.complete(seq, replyUnlogged(buf, at) ? REPLY_UNLOGGED : REPLY_OK);
+          this.router.processed(replyId(buf, at), shard);
         } else {
           this.complete(seq, code === WQ_DONE_NOT_FOUND ? REPLY_NOT_FOUND : REPLY_DUPLICATE_RESULT);
         }
@@ -286,8 +285,8 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient, 
         if (rk === R_NUMS) {
           const list = this.lensAt[shard];
           for (let k = 0; k < list.length; k++) {
-            this.lens[list[k] * 2] = buf.readDoubleLE(at + HEADER_BYTES + k * 16);
-            this.lens[list[k] * 2 + 1] = buf.readDoubleLE(at + HEADER_BYTES + k * 16 + 8);
+            this.lens[list[k] * 2] = payloadF64(buf, at, 2 * k);
+            this.lens[list[k] * 2 + 1] = payloadF64(buf, at, 2 * k + 1);
           }
         }
         if (--this.lensLeft > 0) return;
@@ -301,9 +300,9 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient, 
           this.answered(seq, REPLY_NOT_FOUND);
           return;
         }
-        const count = buf.readUInt32LE(at + 12);
+        const count = wqJobsCount(buf, at);
         const blocks: Buffer[] = [];
-        let p = at + HEADER_BYTES;
+        let p = payloadAt(at);
         for (let k = 0; k < count; k++) {
           const f = (field: number): number => buf.readDoubleLE(p + field * 8);
           const payloadLen = f(WQ_INFO_PAYLOAD_LEN);
