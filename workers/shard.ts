@@ -15,7 +15,7 @@ import {
   R_NONE, R_NUMS, R_OK, R_TUBES, RecordReader, RecordWriter, REPLY_FLAG_UNLOGGED,
 } from '../src/shared/records.ts';
 import { Ring } from '../src/shared/ring.ts';
-import type { WalConfig } from '../src/route/router.ts';
+import type { WalConfig } from './wal/wal.ts';
 import { makeLogger } from '../src/log.ts';
 import { Engine } from './engine/engine.ts';
 import { WorkqOps } from './workq-ops.ts';

@@ -244,7 +244,7 @@ export class FanIn<Q extends FanQueue> {
       return;
     }
     if (a.best.id === 0) {
-      this.none(a);
+      this.nothingReady(a);
       return;
     }
     this.take(a, a.bestShard, a.bound.id !== 0);
@@ -265,12 +265,12 @@ export class FanIn<Q extends FanQueue> {
     }
     // A bounded take lost the race (that shard's best no longer beats the others): start over.
     if (a.bounded) this.attempt(a);
-    else this.none(a);
+    else this.nothingReady(a);
     return false;
   }
 
   /** Nothing ready for `a` right now. */
-  private none(a: FanAttempt<Q>): void {
+  private nothingReady(a: FanAttempt<Q>): void {
     a.attempting = false;
     for (const q of a.queues) {
       if (q.readyEpoch > a.epoch) {
@@ -325,7 +325,7 @@ export class FanIn<Q extends FanQueue> {
     if (at === Infinity) return;
     a.timer = setTimeout(() => {
       a.timer = null;
-      // While asking shards, none() decides when the answer comes back empty.
+      // While asking shards, nothingReady() decides when the answer comes back empty.
       if (!a.waiting || a.client.closed) return;
       if (!this.due(a)) this.arm(a);
       this.flushSoon();

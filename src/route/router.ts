@@ -6,6 +6,7 @@
 // interfaces (JobHolder, the fan-ins' clients).
 
 import type { RecoveredJob } from '../../workers/wal/reader.ts';
+import type { WalConfig } from '../../workers/wal/wal.ts';
 import {
   E_READY, E_TIMED_OUT, E_WQ_READY, eventConn, eventReserves, eventTube, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN,
   OP_RESTORE, OP_TUBE_NAME, OP_WAL_SYNC, R_OK, R_TUBES, replyId, replyKind, tubesAt, tubesCount,
@@ -16,17 +17,6 @@ import { Reserves } from './reserve.ts';
 import { NO_REPLY, type ReplyTarget, ShardPool } from './shards.ts';
 import { TubeRegistry } from './tubes.ts';
 import { WorkqRouter } from './workq.ts';
-
-/** The write-ahead log each shard keeps (beanstalkd's -b, -f, -F, -s). */
-export interface WalConfig {
-  dir: string;
-  generation: number;
-  /** 'always' = fsync before replying (-f 0); everyMs = at most that often (-f MS); 'never' (-F). */
-  sync: 'always' | 'never' | { everyMs: number };
-  segmentBytesMax: number;
-  /** The largest job id any earlier run handed out (carried into the new generation). */
-  idFloor: number;
-}
 
 export interface RouterConfig {
   shards: number;

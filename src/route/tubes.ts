@@ -6,11 +6,11 @@ import type { FanAttempt, FanQueue } from './fanin.ts';
 import { shardOf } from './hash.ts';
 
 /**
- * beanstalkd's `Ms` multiset: append at the end, removal moves the last item into the hole, and
+ * beanstalkd's multiset (its `Ms`): append at the end, removal moves the last item into the hole, and
  * `take` walks a cursor. list-tubes, list-tubes-watched and the order in which waiting
  * connections get jobs all follow from these rules, so we keep them exactly.
  */
-export class Ms<T> {
+export class Multiset<T> {
   readonly items: T[] = [];
   private last = 0;
 
@@ -67,7 +67,7 @@ export class Tube implements FanQueue {
   /** Live jobs in the tube: +1 when a put is sent, -1 when a delete succeeds. */
   jobs = 0;
   /** Reserves blocked waiting on this tube (beanstalkd's waiting_conns). */
-  readonly waiting = new Ms<FanAttempt<FanQueue>>();
+  readonly waiting = new Multiset<FanAttempt<FanQueue>>();
   /** When the tube last signalled it may have ready jobs (the fan-in's epoch). */
   readyEpoch = 0;
   /** The default tube is never freed (beanstalkd holds a reference to it for ever). */
@@ -94,7 +94,7 @@ export class Tube implements FanQueue {
 export class TubeRegistry {
   readonly shards: number;
   /** All tubes in beanstalkd's order (list-tubes). */
-  readonly all = new Ms<Tube>();
+  readonly all = new Multiset<Tube>();
   private readonly byName = new Map<string, Tube>();
   private readonly byId: (Tube | undefined)[] = [];
   private readonly freeIds: number[] = [];

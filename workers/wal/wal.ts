@@ -36,6 +36,17 @@ import { listSegments } from './reader.ts';
 import { SegmentWriter, WalWriteError, type SegmentWriterOptions } from './segment.ts';
 import { nodeIo, type WalIo } from './io.ts';
 
+/** The write-ahead log each shard keeps (beanstalkd's -b, -f, -F, -s). */
+export interface WalConfig {
+  dir: string;
+  generation: number;
+  /** 'always' = fsync before replying (-f 0); everyMs = at most that often (-f MS); 'never' (-F). */
+  sync: 'always' | 'never' | { everyMs: number };
+  segmentBytesMax: number;
+  /** The largest job id any earlier run handed out (carried into the new generation). */
+  idFloor: number;
+}
+
 export type WalOptions = SegmentWriterOptions;
 
 interface Seg {

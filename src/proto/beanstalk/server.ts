@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Router } from '../../route/router.ts';
 import type { FanAttempt } from '../../route/fanin.ts';
 import type { JobHolder } from '../../route/router.ts';
-import type { Ms, Tube } from '../../route/tubes.ts';
+import type { Multiset, Tube } from '../../route/tubes.ts';
 import { CMD_COUNT } from './commands.ts';
 
 /** What the server keeps of a connection (the Session). */
@@ -15,7 +15,7 @@ export interface BeanstalkConn extends JobHolder {
   readonly isProducer: boolean;
   readonly isWorker: boolean;
   readonly reserveAttempt: FanAttempt<Tube> | null;
-  readonly watch: Ms<Tube>;
+  readonly watch: Multiset<Tube>;
   readonly use: Tube;
   close(): void;
 }

@@ -15,7 +15,7 @@ import type { JobHolder, Router } from '../../route/router.ts';
 import type { BeanstalkServer } from './server.ts';
 import { B_OUTPUT, B_PENDING, B_QUIT, Connection, type Transport } from '../connection.ts';
 import type { Tube } from '../../route/tubes.ts';
-import { Ms } from '../../route/tubes.ts';
+import { Multiset } from '../../route/tubes.ts';
 import { FanAttempt, type FanEnd } from '../../route/fanin.ts';
 import type { ReserveClient } from '../../route/reserve.ts';
 import {
@@ -35,7 +35,7 @@ import {
   CMD_STATS, CMD_STATS_JOB, CMD_STATS_TUBE, CMD_TOUCH, CMD_USE, CMD_WATCH,
 } from './commands.ts';
 import {
-  K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_RELEASE, K_RESERVE_JOB, K_RESERVE_SPEC,
+  K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_RELEASE, K_RESERVE_JOB, K_RESERVE_CERTAIN,
   K_STATS_JOB, K_STATS_TUBE, K_TOTALS, K_TOUCH,
 } from './kinds.ts';
 import { Parser, type ParserSink } from './parser.ts';
@@ -72,7 +72,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   readonly parser: Parser;
 
   use: Tube;
-  readonly watch = new Ms<Tube>();
+  readonly watch = new Multiset<Tube>();
   isProducer = false;
   isWorker = false;
 
@@ -388,7 +388,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     const now = Date.now();
     if (t.waiting.len > 0 || !counts.certain(t, now)) return false;
     counts.take(t);
-    const w = this.router.pool.request(t.shard, K_RESERVE_SPEC, this, this.nextSeq());
+    const w = this.router.pool.request(t.shard, K_RESERVE_CERTAIN, this, this.nextSeq());
     w.header(OP_RESERVE, 4, this.connId, 1, timeoutSec < 0 ? 0 : timeoutSec, timeoutSec < 0 ? 1 : 0, now);
     w.u32(t.id);
     this.sent();
@@ -461,7 +461,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         this.onPut(seq, id);
         if (okResult(buf, at) === READY) router.readied(okTube(buf, at));
         return;
-      case K_RESERVE_SPEC:
+      case K_RESERVE_CERTAIN:
         if (rk === R_JOB) {
           this.reserved(seq, buf, at);
           if (jobMore(buf, at)) router.readied(jobTube(buf, at));
