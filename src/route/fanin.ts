@@ -132,6 +132,29 @@ export class FanKey {
   }
 }
 
+/** Queues grouped by the shard they live on. */
+export interface ShardGroups<Q> {
+  readonly queues: readonly Q[];
+  /** The shards, in the order their queues first appear. */
+  readonly shards: readonly number[];
+  /** byShard[shard]: that shard's queues. */
+  readonly byShard: readonly (readonly Q[])[];
+}
+
+/** Groups `queues` by shard (new arrays: an attempt using an older grouping keeps it). */
+export function groupByShard<Q extends FanQueue>(queues: readonly Q[]): ShardGroups<Q> {
+  const byShard: Q[][] = [];
+  const shards: number[] = [];
+  for (const q of queues) {
+    if (byShard[q.shard] === undefined) {
+      byShard[q.shard] = [];
+      shards.push(q.shard);
+    }
+    byShard[q.shard].push(q);
+  }
+  return { queues: queues.slice(), shards, byShard };
+}
+
 /** One client's attempt to take a job; reused for the client's next one. */
 export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
   readonly client: FanClient;
@@ -141,6 +164,13 @@ export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
   queues: readonly Q[] = [];
   shards: readonly number[] = [];
   byShard: readonly (readonly Q[])[] = [];
+
+  /** Takes from these queues (set before FanIn.begin). */
+  over(groups: ShardGroups<Q>): void {
+    this.queues = groups.queues;
+    this.shards = groups.shards;
+    this.byShard = groups.byShard;
+  }
   /** Ends with 'timeout' from this instant (Infinity: never). */
   deadlineMs = Infinity;
 

@@ -19,7 +19,7 @@ import {
   OP_WQ_RESTORE, OP_WQ_RESULT, OP_WQ_RUN_END, payloadAt, R_JOB, R_OK, replyId, replyKind, WQ_RESTORE_FIXED,
 } from '../shared/records.ts';
 import type { RecoveredWqJob } from '../../workers/wal/reader.ts';
-import type { FanAttempt } from './fanin.ts';
+import { type FanAttempt, groupByShard } from './fanin.ts';
 import { Leases, WqQueue } from './lease.ts';
 
 export { WqQueue } from './lease.ts';
@@ -126,18 +126,7 @@ export class WorkqRouter {
 
   /** `a` (its client's attempt) leases from `queues` for up to `timeoutMs` (0: only what is ready). */
   lease(a: FanAttempt<WqQueue>, queues: WqQueue[], timeoutMs: number): void {
-    const byShard: WqQueue[][] = [];
-    const shards: number[] = [];
-    for (const q of queues) {
-      if (byShard[q.shard] === undefined) {
-        byShard[q.shard] = [];
-        shards.push(q.shard);
-      }
-      byShard[q.shard].push(q);
-    }
-    a.queues = queues;
-    a.shards = shards;
-    a.byShard = byShard;
+    a.over(groupByShard(queues));
     this.leases.fan.begin(a, timeoutMs);
   }
 

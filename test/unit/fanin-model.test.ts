@@ -16,7 +16,9 @@
 // Reproduce a failure with SEED=<seed> npx vitest run test/unit/fanin-model.test.ts
 
 import { describe, expect, it } from 'vitest';
-import { FanAttempt, type FanClient, type FanCounts, type FanEnd, FanIn, type FanQueue, type FanShards, WaitFifo } from '../../src/route/fanin.ts';
+import {
+  FanAttempt, type FanClient, type FanCounts, type FanEnd, FanIn, type FanQueue, type FanShards, groupByShard, WaitFifo,
+} from '../../src/route/fanin.ts';
 import { mulberry32 } from '../support/prng.ts';
 
 interface Job {
@@ -140,18 +142,7 @@ function run(seed: number, o: Options): { answers: (Job | FanEnd)[][]; lostRaces
     const qs = queues.filter(() => rand() < 0.4);
     if (qs.length === 0) qs.push(queues[int(o.queues)]);
     const a = c.attempt;
-    const byShard: Q[][] = [];
-    const shards: number[] = [];
-    for (const q of qs) {
-      if (byShard[q.shard] === undefined) {
-        byShard[q.shard] = [];
-        shards.push(q.shard);
-      }
-      byShard[q.shard].push(q);
-    }
-    a.queues = qs;
-    a.shards = shards;
-    a.byShard = byShard;
+    a.over(groupByShard(qs));
     c.startJobs = new Set(qs.flatMap((q) => held[q.index]));
     c.cannotWait = rand() < 0.4; // as reserve-with-timeout 0
     fan.begin(a, c.cannotWait ? 0 : -1);

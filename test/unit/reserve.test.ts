@@ -2,7 +2,7 @@
 // requests it sends, the bound of a multi-shard reserve, and ReadyCounts' takers (#11).
 
 import { describe, expect, it } from 'vitest';
-import { FanAttempt, type FanEnd } from '../../src/route/fanin.ts';
+import { FanAttempt, type FanEnd, groupByShard } from '../../src/route/fanin.ts';
 import { ReadyCounts } from '../../src/route/readycount.ts';
 import { K_RESERVE_PEEK, K_RESERVE_TAKE, K_RESERVE_TAKE_BOUNDED, Reserves, type ReserveClient } from '../../src/route/reserve.ts';
 import { type Tube, TubeRegistry } from '../../src/route/tubes.ts';
@@ -58,18 +58,7 @@ function setup(shards: number, perShard: number[]) {
   }
   const client = new Client();
   const a = new FanAttempt<Tube>(client);
-  const byShard: Tube[][] = [];
-  const shardList: number[] = [];
-  for (const t of tubes) {
-    if (byShard[t.shard] === undefined) {
-      byShard[t.shard] = [];
-      shardList.push(t.shard);
-    }
-    byShard[t.shard].push(t);
-  }
-  a.queues = tubes;
-  a.shards = shardList;
-  a.byShard = byShard;
+  a.over(groupByShard(tubes));
   const reply = (shard: number, kind: number, rk: number, pri = 0, id = 0): void => {
     const w = new RecordWriter(64);
     w.header(rk, rk === R_JOB ? 8 : 0, 0, 0, pri, 0, id);

@@ -247,21 +247,8 @@ export class WorkqStore {
    * Sets lastQueue/lastMore (after any events).
    */
   leaseBest(queues: ArrayLike<number>, count: number, nowMs: number, events: WorkqEvents): number {
-    for (;;) {
-      const s = this.bestReady(queues, count);
-      if (s === NIL) break;
-      const q = this.queueAt(s);
-      q.ready.removeAt(this.heapPos[s]);
-      if (this.startAttempt(s, nowMs)) {
-        this.lastQueue = q.id;
-        this.lastMore = q.ready.size > 0 ? 1 : 0;
-        return this.ids[s];
-      }
-      events.done(this.ids[s]);
-    }
-    this.lastQueue = -1;
-    this.lastMore = 0;
-    return 0;
+    // No bound: every job comes before a priority below any int32.
+    return this.leaseBounded(queues, count, -Infinity, 0, 0, 0, nowMs, events);
   }
 
   /**

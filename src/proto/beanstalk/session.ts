@@ -16,7 +16,7 @@ import type { BeanstalkServer } from './server.ts';
 import { B_OUTPUT, B_PENDING, B_QUIT, Connection, type Transport } from '../connection.ts';
 import type { Tube } from '../../route/tubes.ts';
 import { Multiset } from '../../route/tubes.ts';
-import { FanAttempt, type FanEnd } from '../../route/fanin.ts';
+import { FanAttempt, type FanEnd, groupByShard, type ShardGroups } from '../../route/fanin.ts';
 import type { ReserveClient } from '../../route/reserve.ts';
 import {
   OP_BURY, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED,
@@ -91,10 +91,8 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   reserveAttempt: FanAttempt<Tube> | null = null;
   /** Reserves sent as certain that found nothing, waiting their turn: seq, timeout (-1: none). */
   private readonly missedReserves: number[] = [];
-  // Watched tubes grouped by shard, rebuilt after watch/ignore (a reserve keeps the arrays it got).
-  private watchShards: number[] | null = null;
-  private watchByShard: Tube[][] = [];
-  private watchList: Tube[] = [];
+  /** Watched tubes grouped by shard, rebuilt after watch/ignore (a reserve keeps the one it got). */
+  private watchGroups: ShardGroups<Tube> | null = null;
 
   // Jobs this connection holds, with their TTR deadlines (a connection holds few).
   readonly resIds: number[] = [];
@@ -271,7 +269,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         if (!this.watch.contains(t)) {
           this.watch.append(t);
           t.watching++;
-          this.watchShards = null;
+          this.watchGroups = null;
         }
         this.answer(Buffer.from(`WATCHING ${this.watch.len}\r\n`, 'latin1'));
         return;
@@ -291,7 +289,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         if (t !== undefined) {
           this.watch.remove(t);
           t.watching--;
-          this.watchShards = null;
+          this.watchGroups = null;
           router.tubes.release(t);
         }
         this.answer(Buffer.from(`WATCHING ${this.watch.len}\r\n`, 'latin1'));
@@ -400,10 +398,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     this.reserveSeq = seq;
     this.block(B_RESERVE);
     const a = (this.reserveAttempt ??= new FanAttempt<Tube>(this));
-    if (this.watchShards === null) this.groupWatch();
-    a.queues = this.watchList;
-    a.shards = this.watchShards as number[];
-    a.byShard = this.watchByShard;
+    a.over((this.watchGroups ??= groupByShard(this.watch.items)));
     this.router.reserves.fan.begin(a, timeoutSec < 0 ? -1 : timeoutSec * 1000);
   }
 
@@ -614,22 +609,6 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   }
 
   // ---- reservations ----
-
-  /** Groups the watched tubes by shard, in new arrays (a reserve in progress keeps the old ones). */
-  private groupWatch(): void {
-    const byShard: Tube[][] = [];
-    const shards: number[] = [];
-    for (const t of this.watch.items) {
-      if (byShard[t.shard] === undefined) {
-        byShard[t.shard] = [];
-        shards.push(t.shard);
-      }
-      byShard[t.shard].push(t);
-    }
-    this.watchByShard = byShard;
-    this.watchShards = shards;
-    this.watchList = this.watch.items.slice();
-  }
 
   // ---- the reserve's side of the fan-in (ReserveClient) ----
 
