@@ -32,7 +32,7 @@ async function setup(shards: number) {
     for (const line of ['use t', 'watch t', 'ignore default']) await c.request(line);
     return c;
   };
-  const holding = (id: number): boolean => [...server.beanstalk.sessions.values()].some((s) => (s as Session).resIds.includes(id));
+  const holding = (id: number): boolean => [...server.beanstalk.sessions.values()].some((s) => (s as Session).held.has(id));
   const shardOfT = (): number => server.router.tubes.find('t')!.shard;
   return { server, open, shardOfT, holding };
 }

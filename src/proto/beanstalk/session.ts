@@ -38,6 +38,7 @@ import {
   K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_RELEASE, K_RESERVE_JOB, K_RESERVE_CERTAIN,
   K_STATS_JOB, K_STATS_TUBE, K_TOTALS, K_TOUCH,
 } from './kinds.ts';
+import { HeldJobs } from './held.ts';
 import { Parser, type ParserSink } from './parser.ts';
 import {
   okYaml, FOUND_, RESERVED_, REPLY_BURIED, REPLY_INTERNAL_ERROR, REPLY_OUT_OF_MEMORY, REPLY_DELETED, REPLY_DRAINING,
@@ -94,9 +95,8 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   /** Watched tubes grouped by shard, rebuilt after watch/ignore (a reserve keeps the one it got). */
   private watchGroups: ShardGroups<Tube> | null = null;
 
-  // Jobs this connection holds, with their TTR deadlines (a connection holds few).
-  readonly resIds: number[] = [];
-  readonly resDeadlines: number[] = [];
+  /** The jobs this connection holds. */
+  readonly held = new HeldJobs();
 
   // stats: totals gathered from every shard.
   private statsLeft = 0;
@@ -353,17 +353,15 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
    * delete/release/bury of a job this connection holds, answered without waiting for the shard
    * (in memory only): the shard will find it held by us whatever the time. Nobody else can touch
    * a reserved job, and one whose TTR runs out stays held by us in its shard until the main
-   * thread has taken it from `resIds` and sent OP_EXPIRE behind this request (Engine.expire).
+   * thread has taken it from `held` and sent OP_EXPIRE behind this request (Engine.expire).
    * The request still goes, and its reply still updates the server.
    */
   private heldOp(op: number, kind: number, id: number, b: number, c: number, reply: Buffer): boolean {
     if (!this.router.earlyAck) return false;
-    const i = this.resIds.indexOf(id);
-    if (i === -1) return false;
+    if (!this.held.has(id)) return false;
     const shard = this.router.jobMap.get(id);
     if (shard < 0) return false;
-    this.resIds.splice(i, 1);
-    this.resDeadlines.splice(i, 1);
+    this.held.remove(id);
     const w = this.router.pool.request(shard, kind, this, -1);
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();
@@ -427,7 +425,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       return false;
     }
     // A delete or reserve-job may take a ready job from some tube of that shard.
-    if ((op === OP_DELETE && this.resIds.indexOf(id) === -1) || op === OP_RESERVE_JOB) this.router.readyCounts.reset(shard);
+    if ((op === OP_DELETE && !this.held.has(id)) || op === OP_RESERVE_JOB) this.router.readyCounts.reset(shard);
     const w = this.router.pool.request(shard, kind, this, this.nextSeq());
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();
@@ -482,22 +480,22 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       case K_DELETE:
         this.inflightDeletes--;
         if (ok) {
-          this.unreserve(id);
+          this.held.remove(id);
           router.deleted(id, okTube(buf, at));
         }
         this.onSimple(seq, kind, ok, 0);
         return;
       case K_RELEASE:
-        if (ok) this.unreserve(id);
+        if (ok) this.held.remove(id);
         this.onSimple(seq, kind, ok, 0);
         if (ok && okResult(buf, at) === READY) router.readied(okTube(buf, at), 1);
         return;
       case K_BURY:
-        if (ok) this.unreserve(id);
+        if (ok) this.held.remove(id);
         this.onSimple(seq, kind, ok, 0);
         return;
       case K_TOUCH:
-        if (ok) this.touched(id, payloadF64(buf, at, 0));
+        if (ok) this.held.touched(id, payloadF64(buf, at, 0));
         this.onSimple(seq, kind, ok, 0);
         return;
       case K_KICK: {
@@ -614,7 +612,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
 
   /** A reserve's wait ends DEADLINE_SOON_MS before the soonest TTR end of the jobs it holds. */
   soonMs(): number {
-    return this.soonestDeadline() - DEADLINE_SOON_MS;
+    return this.held.soonestDeadline() - DEADLINE_SOON_MS;
   }
 
   /** beanstalkd answers a reserve of a connection whose peer shut its sending side at once. */
@@ -634,34 +632,14 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   /** A job was reserved for this connection (reserve or reserve-job). */
   reserved(seq: number, buf: Buffer, at: number): void {
     const id = replyId(buf, at);
-    this.resIds.push(id);
-    this.resDeadlines.push(jobDeadline(buf, at));
+    this.held.add(id, jobDeadline(buf, at));
     this.completeJob(seq, RESERVED_, id, buf, jobBodyAt(at), recordEnd(buf, at));
   }
 
   /** Job `id`'s TTR ran out (JobHolder): no longer held; a waiting reserve's DEADLINE_SOON moves. */
   jobExpired(id: number): void {
-    this.unreserve(id);
+    this.held.remove(id);
     if (this.reserveAttempt !== null) this.router.reserves.fan.rearm(this.reserveAttempt);
-  }
-
-  /** Forget a job this connection held (deleted, released, buried, timed out). */
-  unreserve(id: number): void {
-    const i = this.resIds.indexOf(id);
-    if (i === -1) return;
-    this.resIds.splice(i, 1);
-    this.resDeadlines.splice(i, 1);
-  }
-
-  touched(id: number, deadline: number): void {
-    const i = this.resIds.indexOf(id);
-    if (i !== -1) this.resDeadlines[i] = deadline;
-  }
-
-  soonestDeadline(): number {
-    let soonest = Infinity;
-    for (const d of this.resDeadlines) if (d < soonest) soonest = d;
-    return soonest;
   }
 
   /** The reserve is answered (RESERVED was completed by `reserved`, or one of these words). */

@@ -1,0 +1,43 @@
+// The jobs one beanstalk connection holds (reserved by it), with their TTR deadlines, as the
+// main thread knows them. A connection holds few, so two small arrays searched linearly.
+
+export class HeldJobs {
+  private readonly ids: number[] = [];
+  private readonly deadlines: number[] = [];
+
+  get count(): number {
+    return this.ids.length;
+  }
+
+  has(id: number): boolean {
+    return this.ids.indexOf(id) !== -1;
+  }
+
+  /** Job `id` was reserved by this connection until `deadlineMs` (its TTR end). */
+  add(id: number, deadlineMs: number): void {
+    this.ids.push(id);
+    this.deadlines.push(deadlineMs);
+  }
+
+  /** The connection no longer holds job `id` (deleted, released, buried, its TTR ran out). */
+  remove(id: number): boolean {
+    const i = this.ids.indexOf(id);
+    if (i === -1) return false;
+    this.ids.splice(i, 1);
+    this.deadlines.splice(i, 1);
+    return true;
+  }
+
+  /** A touch moved job `id`'s TTR end. */
+  touched(id: number, deadlineMs: number): void {
+    const i = this.ids.indexOf(id);
+    if (i !== -1) this.deadlines[i] = deadlineMs;
+  }
+
+  /** The soonest TTR end of the jobs held (ms), Infinity if none. */
+  soonestDeadline(): number {
+    let soonest = Infinity;
+    for (const d of this.deadlines) if (d < soonest) soonest = d;
+    return soonest;
+  }
+}
