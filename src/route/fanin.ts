@@ -164,13 +164,6 @@ export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
   queues: readonly Q[] = [];
   shards: readonly number[] = [];
   byShard: readonly (readonly Q[])[] = [];
-
-  /** Takes from these queues (set before FanIn.begin). */
-  over(groups: ShardGroups<Q>): void {
-    this.queues = groups.queues;
-    this.shards = groups.shards;
-    this.byShard = groups.byShard;
-  }
   /** Ends with 'timeout' from this instant (Infinity: never). */
   deadlineMs = Infinity;
 
@@ -197,6 +190,13 @@ export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
     this.client = client;
   }
 
+  /** Takes from these queues (set before FanIn.begin). */
+  over(groups: ShardGroups<Q>): void {
+    this.queues = groups.queues;
+    this.shards = groups.shards;
+    this.byShard = groups.byShard;
+  }
+
   onShardReply(shard: number, kind: number, _seq: number, buf: Buffer, at: number): void {
     (this.port as FanShards<Q>).reply(shard, kind, this, buf, at);
   }
@@ -212,8 +212,6 @@ export class FanIn<Q extends FanQueue> {
   private readonly counts: FanCounts<Q> | null;
   private readonly flushSoon: () => void;
   private epoch = 0;
-  /** Attempts asking shards or waiting (for invariants and stats). */
-  private readonly live = new Set<FanAttempt<Q>>();
   /** Attempts waiting (beanstalk's current-waiting). */
   waitingCount = 0;
 
@@ -230,7 +228,6 @@ export class FanIn<Q extends FanQueue> {
   begin(a: FanAttempt<Q>, timeoutMs: number): void {
     a.deadlineMs = timeoutMs < 0 ? Infinity : Date.now() + timeoutMs;
     a.port = this.shards;
-    this.live.add(a);
     this.attempt(a);
   }
 
@@ -336,7 +333,7 @@ export class FanIn<Q extends FanQueue> {
     this.waitingCount--;
   }
 
-  /** The attempt is over: no longer waiting, no timer, not live. */
+  /** The attempt is over: no longer waiting, no timer. */
   private finish(a: FanAttempt<Q>): void {
     a.attempting = false;
     this.unwait(a);
@@ -344,7 +341,6 @@ export class FanIn<Q extends FanQueue> {
       clearTimeout(a.timer);
       a.timer = null;
     }
-    this.live.delete(a);
   }
 
   /** The wait ends at the deadline or the client's early end, whichever comes first. */
@@ -400,13 +396,13 @@ export class FanIn<Q extends FanQueue> {
   }
 
   /** Throws if the fan-in's state is inconsistent (tests). */
-  invariants(): void {
+  /** `attempts`: every attempt this fan-in has begun (the caller's clients'). */
+  invariants(attempts: Iterable<FanAttempt<Q>>): void {
     const fail = (msg: string): never => {
       throw new Error(`fan-in invariant: ${msg}`);
     };
     let waiting = 0;
-    for (const a of this.live) {
-      if (!a.live) fail('a live attempt neither asks nor waits');
+    for (const a of attempts) {
       if (a.attempting && a.waiting) fail('an attempt both asks and waits');
       for (const q of a.queues) if (q.waiting.contains(a) !== a.waiting) fail(`an attempt ${a.waiting ? 'waiting' : 'not waiting'} is ${a.waiting ? 'missing from' : 'in'} a queue's wait list`);
       if (a.waiting) {
@@ -414,6 +410,7 @@ export class FanIn<Q extends FanQueue> {
         if (a.timer === null && Math.min(a.deadlineMs, a.client.soonMs()) !== Infinity) fail('a waiting attempt with an end has no timer');
         if (a.blind.length > 0) fail('a waiting attempt is a blind taker');
       }
+      if (!a.live && (a.timer !== null || a.blind.length > 0)) fail('an attempt that is over keeps a timer or a blind take');
       if (a.gatherLeft < 0) fail('more peek answers than peeks');
       const seen = new Set<number>();
       for (const s of a.shards) {

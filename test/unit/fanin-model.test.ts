@@ -120,6 +120,7 @@ function run(seed: number, o: Options): { answers: (Job | FanEnd)[][]; lostRaces
   const fan = new FanIn<Q>(shardsApi, counts, () => {});
 
   const clients = Array.from({ length: o.clients }, () => new Client());
+  const attempts = clients.map((c) => c.attempt);
   const check = (c: Client, x: Job | FanEnd): void => {
     const present = (j: Job): boolean => held[j.q].includes(j);
     const throughout = [...c.startJobs].filter(present);
@@ -190,7 +191,7 @@ function run(seed: number, o: Options): { answers: (Job | FanEnd)[][]; lostRaces
       const s = Math.floor(sched() * o.shards);
       if (replies[s].length > 0 && sched() < 0.5) deliver(s);
       else if (requests[s].length > 0) apply(s);
-      fan.invariants();
+      fan.invariants(attempts);
     }
     for (const c of clients) {
       const a = c.attempt;
@@ -209,7 +210,7 @@ function run(seed: number, o: Options): { answers: (Job | FanEnd)[][]; lostRaces
       if (replies[s].length > 0 && (requests[s].length === 0 || rand() < 0.5)) deliver(s);
       else if (requests[s].length > 0) apply(s);
     }
-    fan.invariants();
+    fan.invariants(attempts);
     // Now and then everything settles, and wake-ups are checked there.
     if (o.sequential || sched() < 0.05) quiesce();
   };
