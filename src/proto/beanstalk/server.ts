@@ -3,9 +3,8 @@
 // reserves sent as certain that found nothing (a bug if ever above 0).
 
 import { randomBytes } from 'node:crypto';
-import type { Router } from '../../route/router.ts';
 import type { FanAttempt } from '../../route/fanin.ts';
-import type { JobHolder } from '../../route/router.ts';
+import type { JobHolder, Router } from '../../route/router.ts';
 import type { Multiset, Tube } from '../../route/tubes.ts';
 import { CMD_COUNT } from './commands.ts';
 
