@@ -3,7 +3,7 @@
 // run concurrently.
 
 import { describe, expect, it } from 'vitest';
-import { fixture, putCmd, sleep } from '../support/harness.ts';
+import { fixture, putCmd, sleep, statsWhen } from '../support/harness.ts';
 import { targets } from '../support/servers.ts';
 
 /**
@@ -204,7 +204,7 @@ describe.each(targets())('$name: reserve', (target) => {
       await ws[i]!.ask('ignore default', 'WATCHING 1\r\n');
       await ws[i]!.send('reserve\r\n');
     }
-    await sleep(30);
+    await statsWhen(p!, 'all six reserves wait', (s) => s['current-waiting'] === '6', ['current-waiting']);
     for (let i = 5; i >= 0; i--) {
       await p!.ask(`use ${names[i]}`, `USING ${names[i]}\r\n`);
       await p!.send(putCmd(names[i]!));
@@ -323,7 +323,8 @@ describe.each(targets())('$name: reserve timing (TTR, DEADLINE_SOON, timeouts)',
     const f = await fixture(target, ctx);
     const [c, p] = await f.conns(2);
     await c.send('reserve-with-timeout 2\r\n');
-    await sleep(300);
+    await statsWhen(p!, 'the reserve waits', (s) => s['current-waiting'] === '1', ['current-waiting']);
+    await sleep(300); // deliberate: the job arrives well into the timeout
     await p!.send(putCmd('late'));
     await p!.expect('INSERTED 1\r\n');
     await c!.expect('RESERVED 1 4\r\nlate\r\n');

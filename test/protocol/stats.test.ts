@@ -4,7 +4,7 @@
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { Client } from '../support/client.ts';
-import { fixture, parseYamlDict, putCmd, sleep } from '../support/harness.ts';
+import { fixture, parseYamlDict, putCmd, sleep, statsWhen } from '../support/harness.ts';
 import { targets } from '../support/servers.ts';
 
 const STATS_KEYS = [
@@ -128,8 +128,7 @@ describe.each(targets())('$name: stats', (target) => {
     await w!.ask('reserve', 'RESERVED 1 1\r\nu\r\n');
     await w!.ask('reserve', 'RESERVED 2 1\r\nn\r\n');
     await w!.send('reserve\r\n');
-    await sleep(50);
-    let s2 = await statsOf(idle!);
+    let s2 = await statsWhen(idle!, 'the reserve waits', (s) => s['current-waiting'] !== '0', ['current-waiting']);
     expect(s2['current-waiting']).toBe('1');
     expect(s2['current-workers']).toBe('1');
     const ts = await statsOf(idle!, 'stats-tube s');
@@ -138,8 +137,7 @@ describe.each(targets())('$name: stats', (target) => {
     // closing connections: workers and producers are counted over open connections only
     await w!.close();
     await p!.close();
-    await sleep(100);
-    s2 = await statsOf(idle!);
+    s2 = await statsWhen(idle!, 'both closes are handled', (s) => s['current-connections'] === '1', ['current-connections']);
     expect(s2).toMatchObject({
       'current-connections': '1',
       'current-producers': '0',

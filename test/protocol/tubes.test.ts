@@ -2,7 +2,7 @@
 // appear and vanish, and the order list-tubes reports them in.
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, putCmd, sharedFixture, sleep, yamlListReply } from '../support/harness.ts';
+import { fixture, putCmd, sharedFixture, statsWhen, yamlListReply } from '../support/harness.ts';
 import { targets } from '../support/servers.ts';
 
 /** Every character beanstalkd allows in a tube name. */
@@ -177,7 +177,7 @@ describe.each(targets())('$name: tube lifetime and list-tubes order', (target) =
     await a!.ask('watch gone-w', 'WATCHING 2\r\n');
     await b!.ask('list-tubes', yamlListReply(['default', 'gone-u', 'gone-w']));
     await a!.close();
-    await sleep(100); // let the server notice the close
+    await statsWhen(b!, 'the close is handled', (s) => s['current-connections'] === '1', ['current-connections']);
     await b!.ask('list-tubes', yamlListReply(['default']));
   });
 
@@ -191,7 +191,7 @@ describe.each(targets())('$name: tube lifetime and list-tubes order', (target) =
     for (const t of ['d', 'e', 'f', 'g']) await y!.request(`watch ${t}`);
     await y!.ask('list-tubes', yamlListReply(['default', 'a', 'b', 'c', 'u', 'd', 'e', 'f', 'g']));
     await x!.close();
-    await sleep(100);
+    await statsWhen(y!, 'the close is handled', (s) => s['current-connections'] === '1', ['current-connections']);
     await y!.ask('list-tubes', yamlListReply(['default', 'e', 'f', 'g', 'd']));
   });
 

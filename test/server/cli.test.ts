@@ -2,6 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { waitUntil } from '../support/harness.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 const NODE = process.execPath;
@@ -21,7 +22,9 @@ function ask(port: number, data: string): Promise<string> {
     let got = '';
     c.on('data', (d) => {
       got += d.toString('latin1');
-      if (got.endsWith('\r\n')) {
+      // One reply: a line, or for `OK <n>` the line and its n-byte body and CRLF.
+      const ok = /^OK (\d+)\r\n/.exec(got);
+      if (ok ? got.length >= ok[0].length + Number(ok[1]) + 2 : got.endsWith('\r\n')) {
         c.destroy();
         resolve(got);
       }
@@ -59,7 +62,8 @@ describe('the shardstalk command', () => {
     });
     expect(await ask(port, 'put 0 0 10 2\r\nhi\r\n')).toBe('INSERTED 1\r\n');
     child.kill('SIGUSR1');
-    await new Promise((r) => setTimeout(r, 300));
+    // Wait for the server's own word that the signal took effect.
+    await waitUntil('drain mode is on', async () => /\ndraining: true\n/.test(await ask(port, 'stats\r\n')));
     expect(await ask(port, 'put 0 0 10 2\r\nhi\r\n')).toBe('DRAINING\r\n');
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     child.kill('SIGTERM');

@@ -6,7 +6,7 @@ import { afterEach, expect, it } from 'vitest';
 import { sharedBufferSockets } from '../../src/net/listener.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
-import { sleep } from '../support/harness.ts';
+import { waitUntil } from '../support/harness.ts';
 
 const servers: RunningServer[] = [];
 const clients: Client[] = [];
@@ -34,7 +34,8 @@ it('bytes held behind a blocking reserve and a split body survive other connecti
   // a: a reserve that blocks (the rest of this read is held unparsed), then puts, the last one's
   // body cut short.
   await a.send('reserve\r\n' + 'put 0 0 60 5\r\naaaaa\r\n'.repeat(3) + 'put 0 0 60 10\r\naaaaa');
-  await sleep(100);
+  // The server has read a's bytes once its reserve waits (the rest of the read is held behind it).
+  await waitUntil('a\'s reserve waits', () => s.router.waitingCount === 1);
   // b: reads of the same shape and length, different bytes, through the same buffer.
   for (let i = 0; i < 20; i++) {
     await b.send('put 0 0 60 5\r\nbbbbb\r\n');
