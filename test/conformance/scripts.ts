@@ -412,7 +412,10 @@ export const SCRIPTS: Script[] = [
         put('p', `${t}#${i}`),
         gather([1, 1, 1, 0, 1][i]!, 'w1', 'w2', 'w3', 'w4'),
       ]),
-      // everyone asks again (one job is still ready); then jobs arrive in another order
+      // everyone asks again (one job is still ready); then jobs arrive in another order.
+      // The sleep(20) orders the waiters and stays a sleep: a script step cannot poll, and polling
+      // stats here would change the transcript (cmd-stats / cmd-stats-tube in the closing stats
+      // would count the polls, which differ from server to server).
       ...['w1', 'w2', 'w3', 'w4'].flatMap((w) => [send(w, 'reserve\r\n'), sleep(20)]),
       gather(1, 'w1', 'w2', 'w3', 'w4'),
       ...(['tc', 'tc', 'ta', 'tb', 'tb'] as const).flatMap((t, i) => [

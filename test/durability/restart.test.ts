@@ -175,7 +175,7 @@ describe('restart recovery', () => {
     const t0 = Date.now();
     await stop(a);
     expect(fs.existsSync(join(dir, 'lock')), 'a clean close removes the lock').toBe(false);
-    await sleep(1100);
+    await sleep(1100); // deliberate: down over a second, which the delayed jobs' time-left must show
     const b = await start(dir, 2);
     await checkRecovered(b.port, ids, timeLeft, Date.now() - t0);
     // The old generation is gone, the new one holds the jobs on the new shard layout.
@@ -196,7 +196,7 @@ describe('restart recovery', () => {
       c.destroy();
       w.destroy();
       expect(fs.existsSync(join(dir, 'lock')), 'a crash leaves the lock file').toBe(true);
-      await sleep(1100);
+      await sleep(1100); // deliberate: down over a second, which the delayed jobs' time-left must show
       const b = await start(dir, 1);
       await checkRecovered(b.port, ids, timeLeft, Date.now() - t0);
     } finally {
@@ -366,6 +366,7 @@ describe('job ids after restart', () => {
     let c = await client(s.port);
     const body = 'x'.repeat(4096 - 17 - 78 + 1); // FULL 78 + body, then DELETE 17: 4097 bytes
     expect(await putId(c, body)).toBe(1);
+    expect(walFiles(dir).map((f) => f.seq), 'the put is in the first segment').toContain(1);
     await ok(c, 'delete 1', 'DELETED\r\n');
     // The shard removes the full first segment once the DELETE is written (the next one starts
     // with the largest id so far, and holds no job).

@@ -243,7 +243,7 @@ describe.each(targets())('$name: stats over time', (target) => {
     await c.send(putCmd('a', 0, 0, 10) + putCmd('d', 0, 10));
     await c.expect('INSERTED 1\r\nINSERTED 2\r\n');
     await c.ask('reserve', 'RESERVED 1 1\r\na\r\n');
-    await sleep(1100);
+    await sleep(1100); // deliberate: a second must pass for age and time-left to show it
     const s1 = await statsOf(c, 'stats-job 1');
     expect(s1.age).toBe('1');
     expect(s1['time-left']).toBe('8'); // 10 s ttr, a little over 1 s gone, truncated
