@@ -12,7 +12,7 @@ import {
 import { FanIn, type FanAttempt, type FanClient, type FanShards } from './fanin.ts';
 import type { ReadyCounts } from './readycount.ts';
 import type { ShardPool } from './shards.ts';
-import type { Tube, TubeRegistry } from './tubes.ts';
+import type { Tube } from './tubes.ts';
 
 // The kinds of a reserve's requests: how Reserves.reply reads the reply to each.
 /** A reserve over the tubes of one shard: R_JOB or R_NONE. */
@@ -32,11 +32,12 @@ export interface ReserveClient extends FanClient {
 export class Reserves implements FanShards<Tube> {
   readonly fan: FanIn<Tube>;
   private readonly pool: ShardPool;
-  private readonly tubes: TubeRegistry;
+  /** Tube `tubeId` may have gained ready jobs (Router.readied). */
+  private readonly readied: (tubeId: number) => void;
 
-  constructor(pool: ShardPool, counts: ReadyCounts, tubes: TubeRegistry, flushSoon: () => void) {
+  constructor(pool: ShardPool, counts: ReadyCounts, readied: (tubeId: number) => void, flushSoon: () => void) {
     this.pool = pool;
-    this.tubes = tubes;
+    this.readied = readied;
     this.fan = new FanIn<Tube>(this, counts, flushSoon);
   }
 
@@ -67,13 +68,7 @@ export class Reserves implements FanShards<Tube> {
     // A job reserved for a connection that has gone is given back by the release request its
     // close queued behind this one.
     if (!c.closed) c.onReserved(buf, at);
-    if (jobMore(buf, at)) this.tubeReady(jobTube(buf, at));
-  }
-
-  /** Tube `tubeId` may have gained ready jobs. */
-  tubeReady(tubeId: number): void {
-    const t = this.tubes.get(tubeId);
-    if (t !== undefined) this.fan.ready(t);
+    if (jobMore(buf, at)) this.readied(jobTube(buf, at));
   }
 }
 

@@ -75,7 +75,7 @@ export class Router {
     );
     this.workq = new WorkqRouter(this.pool, config.shards, () => this.flushSoon(), this.earlyAck);
     this.tubes = new TubeRegistry(config.shards);
-    this.reserves = new Reserves(this.pool, this.readyCounts, this.tubes, () => this.flushSoon());
+    this.reserves = new Reserves(this.pool, this.readyCounts, (tubeId) => this.readied(tubeId), () => this.flushSoon());
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');
       const w = this.pool.request(t.shard, 0, NO_REPLY, 0);

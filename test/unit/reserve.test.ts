@@ -43,7 +43,7 @@ function setup(shards: number, perShard: number[]) {
   } as unknown as ShardPool;
   const registry = new TubeRegistry(shards);
   const counts = new ReadyCounts(shards);
-  const reserves = new Reserves(pool, counts, registry, () => {});
+  const reserves = new Reserves(pool, counts, () => {}, () => {});
   // Tubes with the wanted number on each shard, in shard order.
   const tubes: Tube[] = [];
   for (let shard = 0; shard < shards; shard++) {
