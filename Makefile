@@ -10,7 +10,7 @@ node_modules: package.json package-lock.json
 	$(NPM) ci || $(NPM) install --no-save
 	@touch node_modules
 
-.PHONY: run test typecheck bench bench-quick bench-durability bench-workq clean
+.PHONY: run test typecheck bench bench-quick bench-durability bench-workq bench-c clean
 run: node_modules
 	npx node src/main.ts $(ARGS)
 
@@ -38,3 +38,8 @@ bench-durability: node_modules
 # workq add / lease / complete on shardstalk's workq port (no reference workq server to compare with).
 bench-workq: node_modules
 	node_modules/.bin/node bench/suite.ts --protocol workq
+
+# put → reserve → delete with the C generator (tools/bench-c-cycle.c), beanstalkd vs shardstalk, 5 rounds
+# (about 8 min); prints a table, writes bench/out/cycle-c-<date>.json. ARGS='--quick', '--shards 2', ...
+bench-c: node_modules
+	node_modules/.bin/node bench/cycle-c.ts $(ARGS)

@@ -1,0 +1,458 @@
+#!/usr/bin/env node
+// Side by side with the C generator (tools/bench-c-cycle.c): put → reserve → delete, unpipelined and
+// pipelined, closed loop and at a fixed rate, against Debian's beanstalkd and shardstalk.
+//
+//   node_modules/.bin/node bench/cycle-c.ts [--rounds 5] [--seconds 5] [--points LIST] [--shards N] [-- extra shardstalk args]
+//
+// Why a C generator: the Node one (bench/cli.ts) costs about as much CPU per job as the server, and
+// on a 2-core VM it then shares the cores with the server it measures. The C one costs a few µs per
+// job and reports its own CPU, so a figure it gives is the server's unless its CPU share says
+// otherwise.
+//
+// Each round: a fresh beanstalkd on a free port runs every point, then a fresh shardstalk runs the
+// same points (the order of the two alternates round by round, since this VM changes speed within
+// minutes and only neighbours in time are comparable). Ratios are medians of per-round ratios.
+// Per run it records the generator's JSON, the server's CPU over the measured window (from
+// /proc/PID/stat, sampled when the generator says the window opens and closes), and the CPU the
+// rest of the machine used meanwhile. Writes bench/out/cycle-c-<date>.json; exit code 1 if any
+// run had errors or a server did not start.
+
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { machineCpuS, processCpuS } from './loadgen/procfs.ts';
+import { fmtInt, fmtUs } from './report/text.ts';
+import { beanstalkdSpec, beanstalkdVersion, REPO_ROOT, shardstalkSpec, startServer, type RunningServer, type ServerSpec } from './suite/servers.ts';
+
+const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
+
+  --rounds N       rounds (default 5; quick 1); each round runs every point on each server
+  --seconds S      measured seconds per point (default 5; quick 2)
+  --warmup S       warm-up seconds per point, not measured (default 1; quick 0.5)
+  --points LIST    comma-separated, default c1x1,c10x1,c100x1,c1000x1,c100x16,r10k,r20k
+                     cNxP      closed loop: N connections × P jobs in flight each
+                     rRATE     fixed rate (jobs/s, "20k" = 20000), 10 producers, 10 consumers
+                     rRATEpNcM the same with N producers and M consumers
+  --shards N       start shardstalk with --shards N (default: its default shard count)
+  --servers LIST   beanstalkd,shardstalk (default both; beanstalkd only if installed)
+  --quick          1 round, 2 s + 0.5 s warm-up per point
+  --out DIR        where the binary and the JSON go (default bench/out)
+  -h, --help
+
+Arguments after -- go to shardstalk (src/main.ts -l 127.0.0.1 -p PORT --no-workq [--shards N] ...).`;
+
+/** A generator above this share of a core may have set the pace (marked †). */
+const GENERATOR_LIMIT_SHARE = 0.9;
+/** A fixed-rate point that delivered less than this share of the offered rate saturated the server (§). */
+const SATURATED_SHARE = 0.97;
+/** Other processes above this share of a core over the window: the figures are noisy (a warning). */
+const NOISY_SHARE = 0.2;
+const DEFAULT_POINTS = 'c1x1,c10x1,c100x1,c1000x1,c100x16,r10k,r20k';
+const SOURCE = path.join(REPO_ROOT, 'tools/bench-c-cycle.c');
+
+interface Point {
+  id: string;
+  label: string;
+  mode: 'cycle' | 'rate';
+  /** cycle: connections and jobs in flight per connection; rate: producers, consumers, jobs/s. */
+  args: string[];
+}
+
+interface Options {
+  rounds: number;
+  seconds: number;
+  warmup: number;
+  points: Point[];
+  shards: number | null;
+  servers: string[];
+  quick: boolean;
+  outDir: string;
+  extra: string[];
+}
+
+/** What tools/bench-c-cycle.c prints (the fields used here). */
+interface Hist {
+  n: number;
+  p50us?: number;
+  p99us?: number;
+  p999us?: number;
+  maxUs?: number;
+}
+interface GenResult {
+  mode: 'cycle' | 'rate';
+  wallSec: number;
+  jobs: number;
+  jobsPerSec: number;
+  put: Hist;
+  reserve?: Hist;
+  delete: Hist;
+  latency?: Hist;
+  lag?: Hist;
+  offeredPerSec?: number;
+  putsPerSec?: number;
+  errors: number;
+  timedOut: number;
+  cpuSec: number;
+  cpuShare: number;
+}
+
+interface RunRecord {
+  round: number;
+  server: string;
+  point: string;
+  ok: boolean;
+  exitCode: number | null;
+  /** Error lines the generator printed (at most 20 kept). */
+  stderr: string[];
+  gen: GenResult | null;
+  serverCpuSec: number | null;
+  serverCpuShare: number | null;
+  /** CPU of everything else on the machine over the window, as a share of one core. */
+  otherCpuShare: number | null;
+}
+
+function parsePoint(spec: string): Point {
+  const s = spec.trim();
+  let m = /^c(\d+)x(\d+)$/.exec(s);
+  if (m) return { id: s, label: `cycle ${m[1]}×${m[2]}`, mode: 'cycle', args: [m[1]!, m[2]!] };
+  m = /^r(\d+(?:\.\d+)?)(k?)(?:p(\d+)c(\d+))?$/.exec(s);
+  if (m) {
+    const rate = Math.round(Number(m[1]) * (m[2] ? 1000 : 1));
+    const producers = m[3] ?? '10';
+    const consumers = m[4] ?? '10';
+    return { id: s, label: `rate ${fmtInt(rate)}/s (${producers}p/${consumers}c)`, mode: 'rate', args: [producers, consumers, String(rate)] };
+  }
+  throw new Error(`unknown point "${s}" (cNxP or rRATE[pNcM], e.g. c100x16, r20k, r5000p4c4)`);
+}
+
+function parseOptions(argv: string[]): Options | null {
+  const { values: v, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      rounds: { type: 'string' },
+      seconds: { type: 'string' },
+      warmup: { type: 'string' },
+      points: { type: 'string' },
+      shards: { type: 'string' },
+      servers: { type: 'string' },
+      quick: { type: 'boolean' },
+      out: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (v.help) return null;
+  const quick = v.quick === true;
+  const num = (s: string | undefined, d: number, what: string): number => {
+    if (s === undefined) return d;
+    const x = Number(s.replace(/_/g, ''));
+    if (!Number.isFinite(x) || x <= 0) throw new Error(`--${what}: not a positive number: ${s}`);
+    return x;
+  };
+  const servers = (v.servers ?? 'beanstalkd,shardstalk').split(',').map((s) => s.trim());
+  for (const s of servers) if (s !== 'beanstalkd' && s !== 'shardstalk') throw new Error(`--servers: unknown server "${s}"`);
+  return {
+    rounds: Math.round(num(v.rounds, quick ? 1 : 5, 'rounds')),
+    seconds: num(v.seconds, quick ? 2 : 5, 'seconds'),
+    warmup: v.warmup === '0' ? 0 : num(v.warmup, quick ? 0.5 : 1, 'warmup'),
+    points: (v.points ?? DEFAULT_POINTS).split(',').filter(Boolean).map(parsePoint),
+    shards: v.shards === undefined ? null : Math.round(num(v.shards, 1, 'shards')),
+    servers,
+    quick,
+    outDir: path.resolve(v.out ?? path.join(REPO_ROOT, 'bench/out')),
+    extra: positionals,
+  };
+}
+
+function log(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+function median(values: number[]): number {
+  if (values.length === 0) return NaN;
+  const s = [...values].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+function compile(outDir: string): string {
+  const bin = path.join(outDir, 'bench-c-cycle');
+  execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-o', bin, SOURCE], { stdio: ['ignore', 'inherit', 'inherit'] });
+  return bin;
+}
+
+/**
+ * One point against a running server: the generator's JSON, and the server's and the machine's CPU
+ * between its `@window-start` and `@window-end` lines.
+ */
+function runPoint(bin: string, server: RunningServer, p: Point, o: Options, round: number): Promise<RunRecord> {
+  const tube = `cc-${p.id}-r${round}`;
+  const args = ['-w', String(o.warmup), p.mode, String(server.port), ...p.args, String(o.seconds), tube];
+  return new Promise((resolve) => {
+    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let errBuf = '';
+    const stderr: string[] = [];
+    let atStart: { t: number; server: number | null; machine: number | null } | null = null;
+    let window: { elapsedS: number; server: number | null; machine: number | null } | null = null;
+    const sample = (): { t: number; server: number | null; machine: number | null } => ({
+      t: performance.now(),
+      server: processCpuS(server.pid),
+      machine: machineCpuS()?.busyS ?? null,
+    });
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => {
+      errBuf += c.toString('utf8');
+      let nl: number;
+      while ((nl = errBuf.indexOf('\n')) >= 0) {
+        const line = errBuf.slice(0, nl);
+        errBuf = errBuf.slice(nl + 1);
+        if (line === '@window-start') atStart = sample();
+        else if (line === '@window-end' && atStart !== null) {
+          const s0 = atStart as { t: number; server: number | null; machine: number | null };
+          const s1 = sample();
+          window = {
+            elapsedS: (s1.t - s0.t) / 1000,
+            server: s1.server !== null && s0.server !== null ? s1.server - s0.server : null,
+            machine: s1.machine !== null && s0.machine !== null ? s1.machine - s0.machine : null,
+          };
+        } else if (line.trim() !== '') {
+          if (stderr.length < 20) stderr.push(line);
+          log(`  ${server.spec.name} ${p.id}: ${line}`);
+        }
+      }
+    });
+    // The generator ends itself (drain at most 10 s); this only catches a hang.
+    const killer = setTimeout(() => child.kill('SIGKILL'), (o.warmup + o.seconds + 60) * 1000);
+    child.on('close', (code) => {
+      clearTimeout(killer);
+      let gen: GenResult | null = null;
+      try {
+        gen = JSON.parse(stdout.trim().split('\n').pop() ?? '') as GenResult;
+      } catch {
+        stderr.push(`no JSON from the generator (exit code ${code})`);
+      }
+      const w = window as { elapsedS: number; server: number | null; machine: number | null } | null;
+      const serverCpu = w?.server ?? null;
+      const serverShare = w && serverCpu !== null && w.elapsedS > 0 ? serverCpu / w.elapsedS : null;
+      const other =
+        w && w.machine !== null && serverCpu !== null && gen && w.elapsedS > 0 ? Math.max(0, (w.machine - serverCpu - gen.cpuSec) / w.elapsedS) : null;
+      resolve({
+        round,
+        server: server.spec.name,
+        point: p.id,
+        ok: code === 0 && gen !== null && gen.errors === 0 && server.alive(),
+        exitCode: code,
+        stderr,
+        gen,
+        serverCpuSec: serverCpu,
+        serverCpuShare: serverShare,
+        otherCpuShare: other,
+      });
+    });
+  });
+}
+
+function serverSpecs(o: Options): ServerSpec[] {
+  const specs: ServerSpec[] = [];
+  for (const name of o.servers) {
+    if (name === 'beanstalkd') {
+      const b = beanstalkdSpec();
+      if (b === null) throw new Error('beanstalkd is not installed (/usr/bin/beanstalkd): apt-get install -y beanstalkd, or --servers shardstalk');
+      specs.push(b);
+    } else {
+      const base = shardstalkSpec(o.shards);
+      // The suite's spec, named "shardstalk" whatever the shard count, plus any pass-through args.
+      specs.push({ ...base, name: 'shardstalk', args: (port, wq) => [...base.args(port, wq), ...o.extra] });
+    }
+  }
+  return specs;
+}
+
+const pct = (x: number | null | undefined): string => (x === null || x === undefined || Number.isNaN(x) ? '–' : `${(x * 100).toFixed(0)}%`);
+const us = (x: number): string => (Number.isNaN(x) ? '–' : fmtUs(x));
+
+/** Median over the rounds that passed of one number of one server at one point. */
+function med(records: RunRecord[], server: string, point: string, pick: (r: RunRecord) => number | null | undefined): number {
+  const vals = records
+    .filter((r) => r.server === server && r.point === point && r.ok)
+    .map(pick)
+    .filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
+  return median(vals);
+}
+
+/** The latency shown in the main table: put → INSERTED for a cycle, put due → RESERVED at a fixed rate. */
+function mainLatency(r: RunRecord): Hist | undefined {
+  return r.gen?.mode === 'rate' ? r.gen.latency : r.gen?.put;
+}
+
+function summaryTable(o: Options, specs: ServerSpec[], records: RunRecord[]): string {
+  const names = specs.map((s) => s.name);
+  const lines: string[] = [];
+  const pair = names.includes('beanstalkd') && names.includes('shardstalk');
+  const head = ['point', ...names.map((n) => `${n} jobs/s`)];
+  if (pair) head.push('shardstalk / beanstalkd');
+  head.push(...names.map((n) => `${n} p50 / p99`), ...names.map((n) => `${n} CPU`), 'generator CPU', 'others CPU');
+  lines.push(`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`);
+  for (const p of o.points) {
+    const cells = [p.label];
+    for (const n of names) {
+      const fail = records.filter((r) => r.server === n && r.point === p.id && !r.ok).length;
+      const v = med(records, n, p.id, (r) => r.gen?.jobsPerSec);
+      const genShare = med(records, n, p.id, (r) => r.gen?.cpuShare);
+      const offered = med(records, n, p.id, (r) => r.gen?.offeredPerSec);
+      const marks = `${genShare > GENERATOR_LIMIT_SHARE ? ' †' : ''}${v < offered * SATURATED_SHARE ? ' §' : ''}`;
+      cells.push(`${Number.isNaN(v) ? '–' : fmtInt(v)}${marks}${fail ? ` (${fail} failed)` : ''}`);
+    }
+    if (pair) {
+      const ratios: number[] = [];
+      for (let round = 0; round < o.rounds; round++) {
+        const b = records.find((r) => r.round === round && r.point === p.id && r.server === 'beanstalkd');
+        const s = records.find((r) => r.round === round && r.point === p.id && r.server === 'shardstalk');
+        if (b?.ok && s?.ok && b.gen && s.gen && b.gen.jobsPerSec > 0) ratios.push(s.gen.jobsPerSec / b.gen.jobsPerSec);
+      }
+      cells.push(ratios.length === 0 ? '–' : `${median(ratios).toFixed(2)}×${ratios.length > 1 ? ` (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})` : ''}`);
+    }
+    for (const n of names) {
+      cells.push(`${us(med(records, n, p.id, (r) => mainLatency(r)?.p50us))} / ${us(med(records, n, p.id, (r) => mainLatency(r)?.p99us))}`);
+    }
+    for (const n of names) cells.push(pct(med(records, n, p.id, (r) => r.serverCpuShare)));
+    cells.push(names.map((n) => pct(med(records, n, p.id, (r) => r.gen?.cpuShare))).join(' / '));
+    cells.push(names.map((n) => pct(med(records, n, p.id, (r) => r.otherCpuShare))).join(' / '));
+    lines.push(`| ${cells.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
+function latencyTable(o: Options, specs: ServerSpec[], records: RunRecord[]): string {
+  const lines = ['| point | server | put p50 / p99 | reserve p50 / p99 | delete p50 / p99 | put→reserve p50 / p99 / p99.9 | pacing lag p99 |', '|---|---|---|---|---|---|---|'];
+  const pp = (n: string, id: string, pick: (r: RunRecord) => Hist | undefined, p999 = false): string => {
+    const a = med(records, n, id, (r) => pick(r)?.p50us);
+    if (Number.isNaN(a)) return '–';
+    const parts = [a, med(records, n, id, (r) => pick(r)?.p99us)];
+    if (p999) parts.push(med(records, n, id, (r) => pick(r)?.p999us));
+    return parts.map(us).join(' / ');
+  };
+  for (const p of o.points) {
+    for (const s of specs) {
+      const n = s.name;
+      const lag = med(records, n, p.id, (r) => r.gen?.lag?.p99us);
+      lines.push(
+        `| ${p.label} | ${n} | ${pp(n, p.id, (r) => r.gen?.put)} | ${pp(n, p.id, (r) => r.gen?.reserve)} | ${pp(n, p.id, (r) => r.gen?.delete)} | ${pp(n, p.id, (r) => r.gen?.latency, true)} | ${us(lag)} |`,
+      );
+    }
+  }
+  return lines.join('\n');
+}
+
+function gitCommit(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'workers'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
+    return dirty ? `${head} (+ uncommitted changes in src/ or workers/)` : head;
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  let o: Options | null;
+  try {
+    o = parseOptions(argv);
+  } catch (err) {
+    log(`cycle-c: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (o === null) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const specs = serverSpecs(o);
+  mkdirSync(o.outDir, { recursive: true });
+  const bin = compile(o.outDir);
+  const startedAt = new Date();
+  const perRunS = o.warmup + o.seconds + 1;
+  log(
+    `cycle-c: ${o.rounds} rounds × ${specs.length} servers × ${o.points.length} points (${o.points.map((p) => p.id).join(', ')}), ${o.seconds} s + ${o.warmup} s warm-up each: ~${Math.ceil((o.rounds * specs.length * (o.points.length * perRunS + 2)) / 60)} min`,
+  );
+  const records: RunRecord[] = [];
+  let failures = 0;
+  let interrupted = false;
+  process.once('SIGINT', () => {
+    log('cycle-c: interrupted; finishing the current run and writing what was measured');
+    interrupted = true;
+  });
+  rounds: for (let round = 0; round < o.rounds; round++) {
+    const order = round % 2 === 0 ? specs : [...specs].reverse();
+    for (const spec of order) {
+      let server: RunningServer;
+      try {
+        server = await startServer(spec);
+      } catch (err) {
+        log(`cycle-c: ${(err as Error).message}`);
+        failures++;
+        continue;
+      }
+      try {
+        for (const p of o.points) {
+          if (interrupted) break rounds;
+          const r = await runPoint(bin, server, p, o, round);
+          records.push(r);
+          if (!r.ok) failures++;
+          const g = r.gen;
+          log(
+            `round ${round + 1}/${o.rounds} ${spec.name.padEnd(10)} ${p.id.padEnd(8)} ${g ? `${fmtInt(g.jobsPerSec).padStart(7)} jobs/s  generator ${pct(g.cpuShare)}  server ${pct(r.serverCpuShare)}  others ${pct(r.otherCpuShare)}` : 'no result'}${r.ok ? '' : `  FAILED (exit ${r.exitCode}${g ? `, ${g.errors} errors` : ''}${server.alive() ? '' : ', server died'})`}`,
+          );
+          if (!server.alive()) {
+            log(`cycle-c: ${spec.name} died; its last output:\n${server.output()}`);
+            break;
+          }
+        }
+      } finally {
+        await server.stop();
+      }
+    }
+  }
+
+  const summary = summaryTable(o, specs, records);
+  const latencies = latencyTable(o, specs, records);
+  const others = median(records.map((r) => r.otherCpuShare).filter((x): x is number => x !== null));
+  const notes = [
+    '† the generator used > 90% of a core: the figure may be its limit. § a fixed-rate point delivered < 97% of the offered rate: the server was saturated and its latency is the backlog.',
+  ];
+  if (others > NOISY_SHARE) notes.push(`Warning: other processes used ${pct(others)} of a core (median over the runs' windows): the figures are noisy.`);
+  const stamp = startedAt.toISOString().slice(0, 19).replace(/:/g, '');
+  const file = path.join(o.outDir, `cycle-c-${stamp}.json`);
+  const cpus = os.cpus();
+  writeFileSync(
+    file,
+    `${JSON.stringify(
+      {
+        startedAt: startedAt.toISOString(),
+        finishedAt: new Date().toISOString(),
+        command: `node_modules/.bin/node bench/cycle-c.ts${argv.length ? ` ${argv.join(' ')}` : ''}`,
+        commit: gitCommit(),
+        machine: { cores: os.availableParallelism(), cpuModel: cpus[0]?.model.trim() ?? 'unknown', kernel: os.release(), loadAverage: os.loadavg() },
+        servers: specs.map((s) => ({ name: s.name, description: s.name === 'beanstalkd' ? beanstalkdVersion() : s.description, args: s.args(0, 0) })),
+        rounds: o.rounds,
+        seconds: o.seconds,
+        warmup: o.warmup,
+        points: o.points,
+        records,
+        summaryMarkdown: `${summary}\n\n${notes.join('\n')}\n\n${latencies}\n`,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  const title = `${o.quick ? 'quick: ' : ''}${o.rounds} round${o.rounds === 1 ? '' : 's'} × ${o.seconds} s per point; medians over rounds`;
+  process.stdout.write(
+    `\n${title}. Latency: put → INSERTED for a cycle, put due → RESERVED at a fixed rate. CPU: share of one core over the window (generator: beanstalkd run / shardstalk run).\n\n${summary}\n\n${notes.join('\n')}\n\n${latencies}\n\nwritten: ${path.relative(REPO_ROOT, file)}\n`,
+  );
+  if (failures) log(`cycle-c: ${failures} run${failures === 1 ? '' : 's'} failed`);
+  return failures ? 1 : 0;
+}
+
+process.exitCode = await main(process.argv.slice(2));
