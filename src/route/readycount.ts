@@ -28,14 +28,22 @@
 //     again is a new taker each time (the retry of #11 took a job counted by a put while it
 //     still counted as the first attempt's blind taker, and the count stayed 1 over nothing).
 //  3. A delete or reserve-job of a job the connection does not hold may take a ready job the
-//     main thread cannot place: every count of that shard drops to 0 (`reset`, an epoch).
+//     main thread cannot place, of any tube of its shard: when it is sent, every count of that
+//     shard drops to 0 (an epoch), and until its answer is read it is an "any-taker" of the
+//     shard (`anyTaker` / `anyTakerDone`).
 //  4. The shard says it made n jobs of t ready (a release, a kick, a kick-job): +n minus the
-//     blind takers of t in flight (`addLate`). Those n jobs were ready, unmatched, from the
-//     moment the request that made them was sent. Since then only blind takers sent after that
-//     request can have lowered the unmatched jobs, by one each, and they are all still in flight:
-//     the shard read them after that request, so it answers them after it. The tokens added
-//     earlier by other late additions stood on other unmatched jobs (same argument, in the order
-//     the answers come), so n - blind unmatched jobs remain for the new tokens.
+//     blind takers of t in flight (`addLate`), and nothing at all while an any-taker of t's
+//     shard is in flight. Those n jobs were ready, unmatched, from the moment the request that
+//     made them was sent. Since then only takers sent after that request can have taken them:
+//     blind takers of t, by one each, and any-takers, by one each, of any of them. All of those
+//     are still in flight: the shard read them after that request, so it answers them after it.
+//     With no any-taker in flight, the tokens added earlier by other late additions stood on
+//     other unmatched jobs (same argument, in the order the answers come), so n - blind
+//     unmatched jobs remain for the new tokens. (Before 2026-11-26 an any-taker only reset the
+//     counts when sent: a kick sent before `delete <the kicked job>` from another connection
+//     added its token back when its answer came, over a job the delete had taken. A stress run
+//     that stalls the shards' rings at random found it; the test "a late addition does not
+//     count a job an unheld delete took" replays it.)
 //  Jobs the shard readies on its own (a delay's end, a TTR's end, a connection's jobs released
 //  when it closes) only add unmatched jobs; they are not counted (under-counting only means less
 //  of this shortcut).
@@ -53,9 +61,12 @@ type Counted = Pick<Tube, 'shard' | 'readyCount' | 'countEpoch' | 'pausedUntilMs
 
 export class ReadyCounts {
   private readonly epochs: Int32Array;
+  /** Per shard: any-takers in flight (rule 3). */
+  private readonly anyTakers: Int32Array;
 
   constructor(shards: number) {
     this.epochs = new Int32Array(shards);
+    this.anyTakers = new Int32Array(shards);
   }
 
   /** The lower bound for tube `t` (0 after a reset of its shard). */
@@ -76,6 +87,7 @@ export class ReadyCounts {
   /** Rule 4: the shard made `n` jobs of `t` ready (its reply to a release, kick, kick-job). */
   addLate(t: Counted, n: number): void {
     this.of(t);
+    if (this.anyTakers[t.shard] > 0) return;
     if (n > t.blindReserves) t.readyCount += n - t.blindReserves;
   }
 
@@ -102,9 +114,15 @@ export class ReadyCounts {
     return true;
   }
 
-  /** Rule 3: a ready job of some tube of `shard` may be gone: forget every count there. */
-  reset(shard: number): void {
+  /** Rule 3: a request that may take a ready job of any tube of `shard` is being sent. */
+  anyTaker(shard: number): void {
     this.epochs[shard]++;
+    this.anyTakers[shard]++;
+  }
+
+  /** The answer to an any-taker of `shard` has been read. */
+  anyTakerDone(shard: number): void {
+    this.anyTakers[shard]--;
   }
 
   /** Whether a reserve on `t` alone, sent at `nowMs`, is certain to find a job. */

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
 import { mulberry32 } from '../support/prng.ts';
+import { waitUntil } from '../support/harness.ts';
 
 const servers: RunningServer[] = [];
 const clients: Client[] = [];
@@ -177,3 +178,34 @@ async function waitFor(cond: () => boolean, ms = 5000): Promise<void> {
     await new Promise((r) => setTimeout(r, 5));
   }
 }
+
+describe.each([1, 4])('certain reserves, provoked races, %i shard(s)', (shards) => {
+  it('a late addition does not count a job an unheld delete took (kick, then delete of the kicked job from another connection)', async () => {
+    const server = await startServer({ port: 0, shards, logLevel: 'silent' });
+    servers.push(server);
+    const [a, b, c] = [await connect(server.port), await connect(server.port), await connect(server.port)];
+    clients.push(a, b, c);
+    expect(await a.request('use t')).toBe('USING t\r\n');
+    expect(await a.request('watch t')).toBe('WATCHING 2\r\n');
+    expect(await a.request('put 0 0 60 1\r\nx')).toBe('INSERTED 1\r\n');
+    expect(await a.request('reserve-with-timeout 0')).toBe('RESERVED 1 1\r\nx\r\n');
+    expect(await a.request('bury 1 0')).toBe('BURIED\r\n');
+    expect(await c.request('watch t')).toBe('WATCHING 2\r\n');
+    expect(await c.request('ignore default')).toBe('WATCHING 1\r\n');
+    const shard = server.router.tubes.find('t')!.shard;
+    const pending = () => server.router.pool.links[shard].pending.length;
+    // Both requests reach the shard in one batch, the kick first: the kick makes job 1 ready,
+    // the delete (b does not hold it) takes it. The kick's answer is read first.
+    server.router.pool.holdRequests(shard, true);
+    await a.send('kick 1\r\n');
+    await waitUntil('the kick is queued for the shard', () => pending() === 1);
+    await b.send('delete 1\r\n');
+    await waitUntil('the delete is queued behind it', () => pending() === 2);
+    server.router.pool.holdRequests(shard, false);
+    expect(await a.readReply()).toBe('KICKED 1\r\n');
+    expect(await b.readReply()).toBe('DELETED\r\n');
+    // Nothing is ready: a reserve must not be sent as certain (it would find nothing).
+    expect(await c.request('reserve-with-timeout 0')).toBe('TIMED_OUT\r\n');
+    expect(server.beanstalk.certainMisses).toBe(0);
+  });
+});

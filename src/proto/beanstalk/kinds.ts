@@ -17,3 +17,4 @@ export const K_ACK = 17; // a reply nobody waits for (tube drops)
 export const K_RELEASE_CONN = 18;
 export const K_SYNC = 19; // a shard made its log durable (start-up)
 export const K_RESERVE_CERTAIN = 20; // a reserve certain to find a job, sent without holding the parser
+export const K_DELETE_UNHELD = 21; // a delete of a job the connection does not hold: may take a ready job (ReadyCounts rule 3)

@@ -35,7 +35,7 @@ import {
   CMD_STATS, CMD_STATS_JOB, CMD_STATS_TUBE, CMD_TOUCH, CMD_USE, CMD_WATCH,
 } from './commands.ts';
 import {
-  K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_RELEASE, K_RESERVE_JOB, K_RESERVE_CERTAIN,
+  K_BURY, K_DELETE, K_DELETE_UNHELD, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_RELEASE, K_RESERVE_JOB, K_RESERVE_CERTAIN,
   K_STATS_JOB, K_STATS_TUBE, K_TOTALS, K_TOUCH,
 } from './kinds.ts';
 import { HeldJobs } from './held.ts';
@@ -424,8 +424,10 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       this.answer(REPLY_NOT_FOUND);
       return false;
     }
-    // A delete or reserve-job may take a ready job from some tube of that shard.
-    if ((op === OP_DELETE && !this.held.has(id)) || op === OP_RESERVE_JOB) this.router.readyCounts.reset(shard);
+    // A delete or reserve-job may take a ready job from some tube of that shard (until its
+    // answer is read).
+    if (op === OP_DELETE && !this.held.has(id)) kind = K_DELETE_UNHELD;
+    if (kind === K_DELETE_UNHELD || kind === K_RESERVE_JOB) this.router.readyCounts.anyTaker(shard);
     const w = this.router.pool.request(shard, kind, this, this.nextSeq());
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();
@@ -435,7 +437,8 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   // ---- shard replies ----
 
   /** The reply to a request this connection sent (ReplyTarget). */
-  onShardReply(_shard: number, kind: number, seq: number, buf: Buffer, at: number): void {
+  onShardReply(shard: number, kind: number, seq: number, buf: Buffer, at: number): void {
+    if (kind === K_DELETE_UNHELD || kind === K_RESERVE_JOB) this.router.readyCounts.anyTakerDone(shard);
     this.applyReply(kind, seq, buf, at);
     // Last: a command deferred behind this reply must see its effects (a delete freeing a tube).
     this.replied();
@@ -478,6 +481,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         }
         return;
       case K_DELETE:
+      case K_DELETE_UNHELD:
         this.inflightDeletes--;
         if (ok) {
           this.held.remove(id);
@@ -543,6 +547,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     }
     switch (kind) {
       case K_DELETE:
+      case K_DELETE_UNHELD:
         this.complete(seq, REPLY_DELETED);
         return;
       case K_RELEASE:
