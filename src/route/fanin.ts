@@ -13,6 +13,11 @@
 // A wake-up can race with an attempt that is still asking shards: every "queue may have a ready
 // job" stamps the queue with a new epoch, and an attempt that found nothing starts over when one
 // of its queues was stamped after it began, so no wake-up is lost.
+// A wake-up goes to one waiting attempt. If that attempt ends without having taken the job that
+// woke it — it took a better one from another of its queues, or its client went — the wake-up
+// is passed on to the queue's next waiter (`passOn`): else a connection waiting on that queue
+// alone would sleep beside a ready job. (Found by the model test, seed 814921723: A waits on
+// {q, r} and B on {q}; a job in q wakes A; a better job arrives in r; A takes it; B slept on.)
 //
 // The protocol's side is small: how to write a peek and a take for its queues (FanShards), and
 // how it is told the outcome (FanClient). Jobs are ordered by a key of three numbers and an id,
@@ -181,6 +186,8 @@ export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
   bounded = false;
   /** Queues the take in flight is a blind taker of (FanCounts). */
   readonly blind: Q[] = [];
+  /** The queue whose wake-up started this round, until the attempt ends (see passOn). */
+  wokenBy: Q | null = null;
 
   // Waiting.
   waiting = false;
@@ -267,6 +274,7 @@ export class FanIn<Q extends FanQueue> {
     }
     if (--a.gatherLeft > 0) return;
     if (a.client.closed) {
+      this.passOn(a);
       this.finish(a);
       return;
     }
@@ -287,6 +295,8 @@ export class FanIn<Q extends FanQueue> {
       a.blind.length = 0;
     }
     if (got || a.client.closed) {
+      // A job from one queue of several may not be the one that woke it.
+      if (!got || a.queues.length > 1) this.passOn(a);
       this.finish(a);
       return got;
     }
@@ -296,9 +306,23 @@ export class FanIn<Q extends FanQueue> {
     return false;
   }
 
+  /**
+   * `a` ends without having taken the job whose wake-up started it (as far as it knows): wake
+   * the queue's next waiter. A wake-up that finds nothing costs one round; one lost is a
+   * connection asleep beside a ready job.
+   */
+  private passOn(a: FanAttempt<Q>): void {
+    const q = a.wokenBy;
+    if (q === null) return;
+    a.wokenBy = null;
+    this.ready(q);
+  }
+
   /** Nothing ready for `a` right now. */
   private nothingReady(a: FanAttempt<Q>): void {
     a.attempting = false;
+    // Its queues held nothing it could take: whatever woke it is gone.
+    a.wokenBy = null;
     for (const q of a.queues) {
       if (q.readyEpoch > a.epoch) {
         // A job became ready in one of its queues while we were asking: it may be ours.
@@ -336,6 +360,7 @@ export class FanIn<Q extends FanQueue> {
   /** The attempt is over: no longer waiting, no timer. */
   private finish(a: FanAttempt<Q>): void {
     a.attempting = false;
+    a.wokenBy = null;
     this.unwait(a);
     if (a.timer !== null) {
       clearTimeout(a.timer);
@@ -392,6 +417,7 @@ export class FanIn<Q extends FanQueue> {
     a.waiting = false;
     for (const other of a.queues) if (other !== q) other.waiting.remove(a);
     this.waitingCount--;
+    a.wokenBy = q;
     this.attempt(a);
   }
 

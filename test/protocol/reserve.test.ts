@@ -52,6 +52,34 @@ describe.each(targets())('$name: reserve', (target) => {
     expect(rest).toEqual([...Array(20).fill('job'), ...Array(5).fill('none')]);
   });
 
+  it('a wake-up a multi-tube reserve did not use reaches the next reserve waiting on that tube', async (ctx) => {
+    // a waits on wq and wr, b on wq alone; one write puts a job in wq, then a more urgent one in
+    // wr. beanstalkd hands the wq job to a at its put (a waited first), and b waits on. If a
+    // takes the wr job instead (shardstalk may, when both puts are applied before a's turn), the
+    // wq job is b's: it must not stay ready beside b's waiting reserve.
+    const f = await fixture(target, ctx);
+    const [a, b, p] = [await f.conn(), await f.conn(), await f.conn()];
+    await a.ask('watch wq', 'WATCHING 2\r\n');
+    await a.ask('watch wr', 'WATCHING 3\r\n');
+    await a.ask('ignore default', 'WATCHING 2\r\n');
+    await b.ask('watch wq', 'WATCHING 2\r\n');
+    await b.ask('ignore default', 'WATCHING 1\r\n');
+    await a.send('reserve-with-timeout 10\r\n');
+    await statsWhen(p, 'a waits', (st) => st['current-waiting'] === '1', ['current-waiting']);
+    await b.send('reserve-with-timeout 2\r\n');
+    await statsWhen(p, 'a and b wait', (st) => st['current-waiting'] === '2', ['current-waiting']);
+    await p.send('use wq\r\n' + putCmd('low', 10) + 'use wr\r\n' + putCmd('high', 1));
+    expect([await p.readReply(), await p.readReply(), await p.readReply(), await p.readReply()]).toEqual([
+      'USING wq\r\n', 'INSERTED 1\r\n', 'USING wr\r\n', 'INSERTED 2\r\n',
+    ]);
+    const gotA = await a.readReply();
+    if (gotA === 'RESERVED 2 4\r\nhigh\r\n') expect(await b.readReply(4000)).toBe('RESERVED 1 3\r\nlow\r\n');
+    else {
+      expect(gotA).toBe('RESERVED 1 3\r\nlow\r\n');
+      expect(await b.readReply(4000)).toBe('TIMED_OUT\r\n');
+    }
+  });
+
   it('a reserve that must wait holds back the put after it (TIMED_OUT, then INSERTED)', async (ctx) => {
     const f = await fixture(target, ctx);
     const c = await f.conn();
