@@ -37,6 +37,8 @@ const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
                      rRATEpNcM the same with N producers and M consumers
   --shards N       start shardstalk with --shards N (default: its default shard count)
   --servers LIST   beanstalkd,shardstalk (default both; beanstalkd only if installed)
+  --variant N=ARGS also run shardstalk with these extra arguments, named shardstalk-N (repeatable),
+                   e.g. --variant 'threads=--all-shards-on-threads'
   --quick          1 round, 2 s + 0.5 s warm-up per point
   --out DIR        where the binary and the JSON go (default bench/out)
   -h, --help
@@ -70,6 +72,8 @@ interface Options {
   quick: boolean;
   outDir: string;
   extra: string[];
+  /** Further shardstalk servers: the same with extra arguments. */
+  variants: { name: string; args: string[] }[];
 }
 
 /** What tools/bench-c-cycle.c prints (the fields used here). */
@@ -138,6 +142,7 @@ function parseOptions(argv: string[]): Options | null {
       points: { type: 'string' },
       shards: { type: 'string' },
       servers: { type: 'string' },
+      variant: { type: 'string', multiple: true },
       quick: { type: 'boolean' },
       out: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -163,6 +168,11 @@ function parseOptions(argv: string[]): Options | null {
     quick,
     outDir: path.resolve(v.out ?? path.join(REPO_ROOT, 'bench/out')),
     extra: positionals,
+    variants: (v.variant ?? []).map((x) => {
+      const eq = x.indexOf('=');
+      if (eq <= 0) throw new Error(`--variant wants NAME=ARGS, got "${x}"`);
+      return { name: `shardstalk-${x.slice(0, eq)}`, args: x.slice(eq + 1).split(' ').filter(Boolean) };
+    }),
   };
 }
 
@@ -268,6 +278,10 @@ function serverSpecs(o: Options): ServerSpec[] {
       specs.push({ ...base, name: 'shardstalk', args: (port, wq) => [...base.args(port, wq), ...o.extra] });
     }
   }
+  for (const v of o.variants) {
+    const base = shardstalkSpec(o.shards);
+    specs.push({ ...base, name: v.name, description: `${base.description}, ${v.args.join(' ')}`, args: (port, wq) => [...base.args(port, wq), ...o.extra, ...v.args] });
+  }
   return specs;
 }
 
@@ -291,9 +305,9 @@ function mainLatency(r: RunRecord): Hist | undefined {
 function summaryTable(o: Options, specs: ServerSpec[], records: RunRecord[]): string {
   const names = specs.map((s) => s.name);
   const lines: string[] = [];
-  const pair = names.includes('beanstalkd') && names.includes('shardstalk');
+  const versus = names.includes('beanstalkd') ? names.filter((n) => n !== 'beanstalkd') : [];
   const head = ['point', ...names.map((n) => `${n} jobs/s`)];
-  if (pair) head.push('shardstalk / beanstalkd');
+  for (const n of versus) head.push(`${n} / beanstalkd`);
   head.push(...names.map((n) => `${n} p50 / p99`), ...names.map((n) => `${n} CPU`), 'generator CPU', 'others CPU');
   lines.push(`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`);
   for (const p of o.points) {
@@ -306,11 +320,11 @@ function summaryTable(o: Options, specs: ServerSpec[], records: RunRecord[]): st
       const marks = `${genShare > GENERATOR_LIMIT_SHARE ? ' †' : ''}${v < offered * SATURATED_SHARE ? ' §' : ''}`;
       cells.push(`${Number.isNaN(v) ? '–' : fmtInt(v)}${marks}${fail ? ` (${fail} failed)` : ''}`);
     }
-    if (pair) {
+    for (const n of versus) {
       const ratios: number[] = [];
       for (let round = 0; round < o.rounds; round++) {
         const b = records.find((r) => r.round === round && r.point === p.id && r.server === 'beanstalkd');
-        const s = records.find((r) => r.round === round && r.point === p.id && r.server === 'shardstalk');
+        const s = records.find((r) => r.round === round && r.point === p.id && r.server === n);
         if (b?.ok && s?.ok && b.gen && s.gen && b.gen.jobsPerSec > 0) ratios.push(s.gen.jobsPerSec / b.gen.jobsPerSec);
       }
       cells.push(ratios.length === 0 ? '–' : `${median(ratios).toFixed(2)}×${ratios.length > 1 ? ` (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})` : ''}`);

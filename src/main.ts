@@ -21,7 +21,10 @@ Options:
  --workq-listen HOST:PORT  serve the workq protocol there (default is ${HOST_DEFAULT}:${WORKQ_PORT_DEFAULT}; if that
               default port is taken, shardstalk warns and serves beanstalk only)
  --no-workq   do not serve the workq protocol
- --shards N   queue shards, one worker thread each (default: cores - 1, at least 1; here ${shardsDefault()})
+ --shards N   queue shards; the first runs on the connections' thread, each other one on a thread
+              of its own (default: cores - 1, at least 1; here ${shardsDefault()})
+ --all-shards-on-threads  the first shard on a thread of its own too (the connections' thread then
+              only parses and routes; for comparisons and heavy pipelined load on many cores)
  -V           increase verbosity (info; -V debug; -VV trace)
  -v, --version  show version information
  -h, --help   show this help
@@ -53,6 +56,7 @@ try {
       s: { type: 'string' },
       'binlog-skip-corrupt': { type: 'boolean' },
       shards: { type: 'string' },
+      'all-shards-on-threads': { type: 'boolean' },
       'workq-listen': { type: 'string' },
       'no-workq': { type: 'boolean' },
       V: { type: 'boolean', multiple: true },
@@ -95,6 +99,7 @@ const server = await startServer({
   port: intArg('-p', o.p, 0, 65535) ?? PORT_DEFAULT,
   maxJobSize: intArg('-z', o.z, 0, 1024 * 1024 * 1024) ?? JOB_SIZE_DEFAULT,
   shards: intArg('--shards', o.shards, 1, 254) ?? shardsDefault(),
+  shardHere: !(o['all-shards-on-threads'] ?? false),
   binlogDir: o.b,
   fsyncMs: intArg('-f', o.f, 0, 86_400_000),
   noFsync: o.F ?? false,

@@ -44,6 +44,12 @@ export interface ServerOptions {
   binlogSkipCorrupt?: boolean;
   /** Test hook: Int32 word 0 = how many coming log writes fail with ENOSPC. */
   walFaults?: SharedArrayBuffer;
+  /**
+   * The first shard runs on the thread that serves the connections (default true): its tubes
+   * cost no hop between threads. false: every shard on a thread of its own (the layout before
+   * 2026-11-26; kept for comparisons).
+   */
+  shardHere?: boolean;
   /** Bytes of each main↔shard ring (default RING_BYTES_DEFAULT). */
   ringBytes?: number;
   /** Request bytes queued per shard before connections stop parsing (default BACKLOG_BYTES_DEFAULT). */
@@ -104,7 +110,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     };
   }
 
-  const router = new Router({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel, walFaults: opts.walFaults, ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes });
+  const router = new Router({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel, walFaults: opts.walFaults, here: opts.shardHere === false ? null : 0, ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes });
   const beanstalk = new BeanstalkServer(router);
   beanstalk.onCertainMiss = (conn) => {
     // A reserve sent as certain found nothing: ReadyCounts over-counted. The reserve goes on as
@@ -153,7 +159,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   }
   const addr = server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-  log.info({ host, port, shards }, 'listening (beanstalk)');
+  log.info({ host, port, shards, shardThreads: router.pool.threadCount }, 'listening (beanstalk)');
   let workqPort: number | null = null;
   if (workqServer !== null) {
     const waddr = workqServer.address();

@@ -20,6 +20,8 @@ import { WorkqRouter } from './workq.ts';
 
 export interface RouterConfig {
   shards: number;
+  /** The shard that runs on this thread, applying its requests in the same turn (default 0); null: every shard on a thread of its own. */
+  here?: number | null;
   jobSizeMax: number;
   ringBytes?: number;
   backlogBytes?: number;
@@ -66,7 +68,13 @@ export class Router {
     this.earlyAck = config.wal === undefined;
     this.readyCounts = new ReadyCounts(config.shards);
     this.pool = new ShardPool(
-      { shards: config.shards, ringBytes: config.ringBytes, backlogBytes: config.backlogBytes, workerData: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults } },
+      {
+        shards: config.shards,
+        here: config.here === undefined ? 0 : config.here,
+        ringBytes: config.ringBytes,
+        backlogBytes: config.backlogBytes,
+        config: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults },
+      },
       {
         event: (shard, buf, at) => this.onEvent(shard, buf, at),
         batchDone: () => this.flushOutputs(),

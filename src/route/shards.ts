@@ -1,15 +1,23 @@
-// The main thread's side of the shard threads: one worker per shard, a ring each way, a doorbell
-// per shard and one for the main thread.
+// The routing layer's side of the shards. A shard lives either on a thread of its own (a worker
+// serving a ring each way, with a doorbell per shard and one for this thread), or on this very
+// thread (a ShardCore called in the same turn: no hop, no wake-up). Connections see no difference:
+// they append requests to the shard's RecordWriter and get each reply through the ReplyTarget they
+// named, always in a later callback than the request, in request order.
 //
-// Requests are appended to a per-shard RecordWriter while the main thread handles socket reads;
-// `flush()` (once per event-loop turn) copies each batch into its ring and rings the shard's
-// doorbell once. Every request gets exactly one reply, in order, so each shard keeps a FIFO of
-// what to do with the next reply (kind, session, slot) instead of tagging records.
+// Requests are appended while this thread handles socket reads; `flush()` (once per event-loop
+// turn) hands each batch over: a thread's shard gets it copied into its ring and one doorbell;
+// the shard on this thread applies it at once and its replies are delivered before flush()
+// returns. Every request gets exactly one reply, in order, so each shard keeps a FIFO of what to
+// do with the next reply (kind, target, seq) instead of tagging records.
 
 import { Worker } from 'node:worker_threads';
 import { Doorbell } from '../shared/doorbell.ts';
 import { isEvent, RecordReader, RecordWriter, replyKind } from '../shared/records.ts';
 import { Ring } from '../shared/ring.ts';
+import { ShardCore, type ShardConfig } from '../../workers/core.ts';
+import { NO_REPLY, PendingFifo, type ReplyTarget } from './pending.ts';
+
+export { NO_REPLY, type ReplyTarget };
 
 /** Bytes of each ring. Large enough that a burst of 64 KiB puts from many connections rarely waits. */
 export const RING_BYTES_DEFAULT = 8 * 1024 * 1024;
@@ -17,115 +25,218 @@ export const RING_BYTES_DEFAULT = 8 * 1024 * 1024;
 /**
  * Request bytes queued for one shard beyond what its ring holds, before connections stop parsing
  * (ConnectionHost.backlogFull); they parse again once every shard's queue is below half of it.
- * With the ring, this bounds what the main thread holds for a shard that falls behind: answered
- * puts cannot pile up without limit.
+ * With the ring, this bounds what this thread holds for a shard that falls behind: answered puts
+ * cannot pile up without limit.
  */
 export const BACKLOG_BYTES_DEFAULT = 4 * 1024 * 1024;
-
-/** Whoever a shard's reply to a request is for: a connection, a fan-in attempt, the router itself. */
-export interface ReplyTarget {
-  /** The reply (at `at` in `buf`, valid during the call) to the request sent with `kind` and `seq`. */
-  onShardReply(shard: number, kind: number, seq: number, buf: Buffer, at: number): void;
-}
-
-/** The target of requests whose replies nobody needs (every request gets a reply). */
-export const NO_REPLY: ReplyTarget = { onShardReply() {} };
-
-/** A FIFO of pending replies: parallel arrays used as a circular queue, no object per entry. */
-class PendingFifo {
-  private kinds = new Int32Array(1024);
-  private seqs = new Float64Array(1024);
-  private targets: (ReplyTarget | null)[] = new Array(1024).fill(null);
-  private head = 0;
-  private size = 0;
-
-  get length(): number {
-    return this.size;
-  }
-
-  push(kind: number, target: ReplyTarget, seq: number): void {
-    if (this.size === this.kinds.length) this.grow();
-    const i = (this.head + this.size) & (this.kinds.length - 1);
-    this.kinds[i] = kind;
-    this.seqs[i] = seq;
-    this.targets[i] = target;
-    this.size++;
-  }
-
-  // Results of shift(), read right after it.
-  kind = 0;
-  seq = 0;
-  target: ReplyTarget = NO_REPLY;
-
-  shift(): boolean {
-    if (this.size === 0) return false;
-    const i = this.head;
-    this.kind = this.kinds[i];
-    this.seq = this.seqs[i];
-    this.target = this.targets[i] as ReplyTarget;
-    this.targets[i] = null;
-    this.head = (i + 1) & (this.kinds.length - 1);
-    this.size--;
-    return true;
-  }
-
-  private grow(): void {
-    const cap = this.kinds.length;
-    const kinds = new Int32Array(cap * 2);
-    const seqs = new Float64Array(cap * 2);
-    const targets: (ReplyTarget | null)[] = new Array(cap * 2).fill(null);
-    for (let k = 0; k < this.size; k++) {
-      const i = (this.head + k) & (cap - 1);
-      kinds[k] = this.kinds[i];
-      seqs[k] = this.seqs[i];
-      targets[k] = this.targets[i];
-    }
-    this.kinds = kinds;
-    this.seqs = seqs;
-    this.targets = targets;
-    this.head = 0;
-  }
-}
 
 export interface ShardReplyHandler {
   /** An unsolicited event (E_READY, E_TIMED_OUT). */
   event(shard: number, buf: Buffer, at: number): void;
   /** Called after a batch of replies was handled (flush socket output here). */
   batchDone(): void;
-  /** A shard thread died: its jobs are gone from memory, so the server must not go on. */
+  /** A shard died (its thread, or an error applying a request here): its jobs are gone from memory, so the server must not go on. */
   fatal(shard: number, err: Error): void;
 }
 
+/** What the pool needs of a shard, wherever it runs. */
 interface ShardLink {
   readonly index: number;
+  /** Requests not yet handed to the shard. */
+  writer: RecordWriter;
+  readonly pending: PendingFifo;
+  /** holdRequests (tests). */
+  held: boolean;
+  /** Request bytes appended but not yet handed to the shard. */
+  backlog(): number;
+  /** Hands queued requests to the shard (what does not fit waits for the next call). */
+  flush(): void;
+  close(): Promise<void>;
+}
+
+/** A shard on a worker thread of its own, behind a ring each way. */
+class ThreadShard implements ShardLink {
+  readonly index: number;
+  writer = new RecordWriter();
+  readonly pending = new PendingFifo();
+  held = false;
   readonly worker: Worker;
   readonly toShard: Ring;
   readonly fromShard: Ring;
   readonly bell: Doorbell;
-  readonly writer: RecordWriter;
-  readonly reader: RecordReader;
-  readonly pending: PendingFifo;
-  flushed: number; // bytes of writer already copied into the ring
-  held: boolean; // holdRequests (tests)
+  readonly reader = new RecordReader();
+  /** Bytes of writer already copied into the ring. */
+  private flushed = 0;
+  readonly started: Promise<void>;
+
+  constructor(config: ShardConfig, ringBytes: number, mainBell: Doorbell, stop: Int32Array, onFatal: (err: Error) => void) {
+    this.index = config.index;
+    this.toShard = Ring.create(ringBytes);
+    this.fromShard = Ring.create(ringBytes);
+    this.bell = Doorbell.create();
+    this.worker = new Worker(new URL('../../workers/shard.ts', import.meta.url), {
+      workerData: {
+        ...config,
+        toShard: this.toShard.sab,
+        fromShard: this.fromShard.sab,
+        bell: this.bell.sab,
+        mainBell: mainBell.sab,
+        stop: stop.buffer,
+      },
+    });
+    let started = false;
+    this.started = new Promise<void>((resolve, reject) => {
+      this.worker.once('message', () => {
+        started = true;
+        resolve();
+      });
+      this.worker.once('error', (err) => {
+        if (started) onFatal(err);
+        else reject(err);
+      });
+    });
+  }
+
+  backlog(): number {
+    return this.writer.len - this.flushed;
+  }
+
+  flush(): void {
+    const w = this.writer;
+    if (w.len === this.flushed || this.held) return;
+    const n = this.toShard.write(w.buf, this.flushed, w.len - this.flushed);
+    this.flushed += n;
+    if (this.flushed === w.len) {
+      w.reset();
+      this.flushed = 0;
+    }
+    if (n > 0) this.bell.ring();
+  }
+
+  close(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.worker.once('exit', () => resolve());
+      this.bell.ring(); // the loop sees the pool's stop word
+    });
+  }
+}
+
+/**
+ * A shard on this thread: its core applies a batch of requests as soon as flush() hands it over,
+ * and the replies go to their targets before flush() returns. The clock (delays, TTRs, pauses,
+ * log syncs) runs on one timer, armed for the core's next deadline.
+ */
+class HereShard implements ShardLink {
+  readonly index: number;
+  writer = new RecordWriter();
+  /** The other writer: the batch being applied, while replies append new requests to `writer`. */
+  private applying = new RecordWriter();
+  readonly pending = new PendingFifo();
+  held = false;
+  readonly core: ShardCore;
+  private readonly deliver: (link: ShardLink, buf: Buffer, at: number) => void;
+  private readonly handler: ShardReplyHandler;
+  /** Inside a batch: a flush() from a reply's target leaves the new requests to the running loop. */
+  private busy = false;
+  private timer: NodeJS.Timeout | null = null;
+  private timerAt = Infinity;
+  private closed = false;
+
+  constructor(config: ShardConfig, handler: ShardReplyHandler, deliver: (link: ShardLink, buf: Buffer, at: number) => void) {
+    this.index = config.index;
+    this.core = new ShardCore(config);
+    this.handler = handler;
+    this.deliver = deliver;
+  }
+
+  backlog(): number {
+    return this.writer.len;
+  }
+
+  flush(): void {
+    if (this.busy || this.closed) return;
+    this.busy = true;
+    try {
+      while (this.writer.len > 0 && !this.held) {
+        const batch = this.writer;
+        this.writer = this.applying;
+        this.applying = batch;
+        const now = Date.now();
+        const buf = batch.buf;
+        for (let at = 0; at < batch.len; at += buf.readUInt32LE(at)) this.core.handle(buf, at, now);
+        batch.reset();
+        this.endBatch(now);
+      }
+    } catch (err) {
+      this.handler.fatal(this.index, err as Error);
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  /** Runs the clock, writes the log, and delivers the batch's replies and events in order. */
+  private endBatch(now: number): void {
+    const core = this.core;
+    const next = core.afterBatch(now);
+    const out = core.out;
+    const buf = out.buf;
+    for (let at = 0; at < out.len; at += buf.readUInt32LE(at)) this.deliver(this, buf, at);
+    out.reset();
+    core.tidyLog(now);
+    this.handler.batchDone();
+    this.arm(Math.min(next, core.logDueMs(now)));
+  }
+
+  private arm(until: number): void {
+    if (until >= this.timerAt || this.closed) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timerAt = until;
+    this.timer = setTimeout(this.onTimer, Math.max(0, until - Date.now()));
+  }
+
+  private readonly onTimer = (): void => {
+    this.timer = null;
+    this.timerAt = Infinity;
+    if (this.closed) return;
+    this.busy = true;
+    try {
+      this.endBatch(Date.now());
+    } catch (err) {
+      this.handler.fatal(this.index, err as Error);
+    } finally {
+      this.busy = false;
+    }
+    this.flush(); // requests a reply's target made meanwhile
+  };
+
+  close(): Promise<void> {
+    this.closed = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    this.core.close();
+    return Promise.resolve();
+  }
 }
 
 export interface ShardPoolOptions {
   shards: number;
+  /** The shard that runs on this thread (no hop for its tubes), or null: every shard on a thread of its own. */
+  here?: number | null;
   ringBytes?: number;
   backlogBytes?: number;
-  /** Passed to each shard worker (log level etc.). */
-  workerData?: Record<string, unknown>;
+  /** Given to every shard (log level, write-ahead log). */
+  config?: Omit<ShardConfig, 'index'>;
 }
 
 export class ShardPool {
   readonly links: ShardLink[] = [];
+  private readonly threads: ThreadShard[] = [];
   private readonly mainBell = Doorbell.create();
   /** Word 0 set to 1 asks every shard loop to stop (the loops block in Atomics.wait, not on messages). */
   private readonly stop = new Int32Array(new SharedArrayBuffer(4));
   private readonly handler: ShardReplyHandler;
   private flushScheduled = false;
   private running = true;
-  private readonly readyPromises: Promise<void>[] = [];
   private readonly backlogMax: number;
   private roomWaiters: { roomAgain(): void }[] = [];
   /** The most request bytes one shard's queue held when a connection checked it (for tests and stats). */
@@ -136,52 +247,31 @@ export class ShardPool {
     const ringBytes = opts.ringBytes ?? RING_BYTES_DEFAULT;
     this.backlogMax = opts.backlogBytes ?? BACKLOG_BYTES_DEFAULT;
     for (let i = 0; i < opts.shards; i++) {
-      const toShard = Ring.create(ringBytes);
-      const fromShard = Ring.create(ringBytes);
-      const bell = Doorbell.create();
-      const worker = new Worker(new URL('../../workers/shard.ts', import.meta.url), {
-        workerData: {
-          index: i,
-          toShard: toShard.sab,
-          fromShard: fromShard.sab,
-          bell: bell.sab,
-          mainBell: this.mainBell.sab,
-          stop: this.stop.buffer,
-          ...opts.workerData,
-        },
-      });
-      let started = false;
-      this.readyPromises.push(
-        new Promise<void>((resolve, reject) => {
-          worker.once('message', () => {
-            started = true;
-            resolve();
-          });
-          worker.once('error', (err) => {
-            if (started) handler.fatal(i, err);
-            else reject(err);
-          });
-        }),
-      );
-      this.links.push({
-        index: i,
-        worker,
-        toShard,
-        fromShard,
-        bell,
-        writer: new RecordWriter(),
-        reader: new RecordReader(),
-        pending: new PendingFifo(),
-        flushed: 0,
-        held: false,
-      });
+      const config: ShardConfig = { ...opts.config, index: i };
+      if (i === opts.here) {
+        this.links.push(new HereShard(config, handler, this.deliver));
+      } else {
+        const t = new ThreadShard(config, ringBytes, this.mainBell, this.stop, (err) => handler.fatal(i, err));
+        this.threads.push(t);
+        this.links.push(t);
+      }
     }
-    this.pump();
+    if (this.threads.length > 0) this.pump();
   }
 
   /** Resolves once every shard thread has loaded and is serving its ring. */
   ready(): Promise<void> {
-    return Promise.all(this.readyPromises).then(() => undefined);
+    return Promise.all(this.threads.map((t) => t.started)).then(() => undefined);
+  }
+
+  /** How many shards there are. */
+  get count(): number {
+    return this.links.length;
+  }
+
+  /** How many of them run on threads of their own. */
+  get threadCount(): number {
+    return this.threads.length;
   }
 
   /** Registers what to do with the shard's next reply and returns its writer for the request. */
@@ -200,19 +290,9 @@ export class ShardPool {
     this.flush();
   };
 
-  /** Copies queued requests into the rings; what does not fit stays queued for the next wake-up. */
+  /** Hands queued requests to the shards; what does not fit a ring stays queued for the next wake-up. */
   flush(): void {
-    for (const link of this.links) {
-      const w = link.writer;
-      if (w.len === link.flushed || link.held) continue;
-      const n = link.toShard.write(w.buf, link.flushed, w.len - link.flushed);
-      link.flushed += n;
-      if (link.flushed === w.len) {
-        w.reset();
-        link.flushed = 0;
-      }
-      if (n > 0) link.bell.ring();
-    }
+    for (const link of this.links) link.flush();
     if (this.roomWaiters.length > 0 && this.largestBacklog() <= this.backlogMax / 2) {
       const waiters = this.roomWaiters;
       this.roomWaiters = [];
@@ -220,9 +300,20 @@ export class ShardPool {
     }
   }
 
+  /** One reply or event of `link`, at `at` in `buf` (valid during the call). */
+  private readonly deliver = (link: ShardLink, buf: Buffer, at: number): void => {
+    if (isEvent(replyKind(buf, at))) {
+      this.handler.event(link.index, buf, at);
+      return;
+    }
+    const p = link.pending;
+    if (!p.shift()) throw new Error(`shard ${link.index}: reply without a request`);
+    p.target.onShardReply(link.index, p.kind, p.seq, buf, at);
+  };
+
   /**
-   * For tests: while held, requests to `shard` wait on the main thread instead of entering its
-   * ring, as if the shard or its ring had stalled for that long (the shard's clock runs on).
+   * For tests: while held, requests to `shard` wait on this thread instead of reaching the shard,
+   * as if the shard or its ring had stalled for that long (the shard's clock runs on).
    */
   holdRequests(shard: number, held: boolean): void {
     this.links[shard].held = held;
@@ -240,28 +331,28 @@ export class ShardPool {
     this.roomWaiters.push(c);
   }
 
-  /** Request bytes of the fullest shard queue not yet copied into its ring. */
+  /** Request bytes of the fullest shard queue not yet handed to its shard. */
   private largestBacklog(): number {
     let max = 0;
-    for (const link of this.links) max = Math.max(max, link.writer.len - link.flushed);
+    for (const link of this.links) max = Math.max(max, link.backlog());
     return max;
   }
 
-  private hasUnflushed(): boolean {
-    for (const link of this.links) if (link.writer.len !== link.flushed) return true;
+  private threadsUnflushed(): boolean {
+    for (const t of this.threads) if (t.backlog() > 0) return true;
     return false;
   }
 
   private anyReadable(): boolean {
-    for (const link of this.links) if (link.fromShard.readable() > 0) return true;
+    for (const t of this.threads) if (t.fromShard.readable() > 0) return true;
     return false;
   }
 
-  /** Reads every shard's replies; yields to the event loop between batches so sockets are served. */
+  /** Reads the shard threads' replies; yields to the event loop between batches so sockets are served. */
   private readonly pump = (): void => {
     if (!this.running) return;
     let handled = false;
-    for (const link of this.links) {
+    for (const link of this.threads) {
       const r = link.reader;
       for (;;) {
         r.prepare(64 * 1024);
@@ -270,23 +361,14 @@ export class ShardPool {
         r.end += n;
         handled = true;
         let at: number;
-        while ((at = r.next()) !== -1) {
-          const kind = replyKind(r.buf, at);
-          if (isEvent(kind)) {
-            this.handler.event(link.index, r.buf, at);
-          } else {
-            const p = link.pending;
-            if (!p.shift()) throw new Error(`shard ${link.index}: reply without a request`);
-            p.target.onShardReply(link.index, p.kind, p.seq, r.buf, at);
-          }
-        }
+        while ((at = r.next()) !== -1) this.deliver(link, r.buf, at);
       }
     }
     if (handled) this.handler.batchDone();
     // A ring that was full may have room now.
-    if (this.hasUnflushed()) this.flush();
+    if (this.threadsUnflushed()) this.flush();
     const seq = this.mainBell.prepareWait();
-    if (this.anyReadable() || (handled && this.hasUnflushed())) {
+    if (this.anyReadable() || (handled && this.threadsUnflushed())) {
       this.mainBell.cancelWait();
       setImmediate(this.pump);
       return;
@@ -294,18 +376,12 @@ export class ShardPool {
     void this.mainBell.waitAsync(seq).then(this.pump);
   };
 
-  /** Stops the shard threads and waits for them to exit. */
+  /** Stops the shards and waits for their threads to exit. */
   async close(): Promise<void> {
-    const exits = this.links.map(
-      (l) =>
-        new Promise<void>((resolve) => {
-          l.worker.once('exit', () => resolve());
-        }),
-    );
     Atomics.store(this.stop, 0, 1);
-    for (const link of this.links) link.bell.ring();
+    const closing = this.links.map((l) => l.close());
     this.running = false;
     this.mainBell.ring(); // let a pending waitAsync settle
-    await Promise.all(exits);
+    await Promise.all(closing);
   }
 }

@@ -70,4 +70,29 @@ describe('the shardstalk command', () => {
     expect(await exited).toBe(0);
     expect(log).toContain('shutting down');
   }, 20_000);
+
+  it.each([
+    [['--shards', '2'], 1],
+    [['--shards', '2', '--all-shards-on-threads'], 2],
+    [['--shards', '1'], 0],
+  ])('%j: the first shard runs on the connections\' thread unless told otherwise (%i shard threads)', async (flags, threads) => {
+    const port = await freePort();
+    const child = spawn(NODE, [MAIN, '-l', '127.0.0.1', '-p', String(port), '--no-workq', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    child.stderr.on('data', (d) => (log += d.toString()));
+    try {
+      await waitUntil('listening', () => log.includes('listening'), () => log);
+      const line = log.split('\n').find((l) => l.includes('listening (beanstalk)')) as string;
+      expect(JSON.parse(line).shardThreads).toBe(threads);
+      // Jobs on every shard are served either way.
+      for (let i = 0; i < 4; i++) {
+        expect(await ask(port, `use t${i}\r\nput 0 0 10 2\r\nhi\r\n`)).toMatch(/^USING t\d\r\n/);
+      }
+      expect(await ask(port, 'stats\r\n')).toMatch(/\ncurrent-jobs-ready: 4\n/);
+    } finally {
+      const exited = new Promise((resolve) => child.on('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }, 20_000);
 });
