@@ -5,7 +5,10 @@
 // PAGE_IDS consecutive ids with a Uint8Array holding shard+1 (0 = unknown) and a count of its live
 // ids; a page is dropped when its count reaches 0, so memory follows the live ids rather than every
 // id ever issued (a queue that has processed 10^9 jobs but holds 10^5 costs a few pages). The page
-// table is a Map entry per page, never per id.
+// table is a Map entry per page, never per id. The last page dropped is kept (all zero, as its
+// count says) and reused by the next page made: a busy queue holding a job or none at a time
+// drops and makes the current page with every job, and a fresh 64 KiB array each time made V8
+// run a full collection every ~40 ms (external memory pressure) at 10k jobs/s.
 
 /** Ids per page: 64 Ki ids = 64 KiB per page; small enough that a sparse tail wastes little. */
 export const PAGE_IDS = 65536;
@@ -26,6 +29,10 @@ export class JobShardMap {
   // so most lookups skip the Map.
   private lastPageNo = -1;
   private lastPage: Page | undefined = undefined;
+  /** The last page dropped: all zero, reused by the next page made. */
+  private spare: Page | null = null;
+  /** Page arrays allocated so far (tests). */
+  pagesMade = 0;
 
   get liveIds(): number {
     return this.live;
@@ -41,7 +48,13 @@ export class JobShardMap {
     const pageNo = (id - offset) / PAGE_SHIFT_DIVISOR;
     let page = this.page(pageNo);
     if (page === undefined) {
-      page = new Page();
+      if (this.spare === null) {
+        page = new Page();
+        this.pagesMade++;
+      } else {
+        page = this.spare;
+        this.spare = null;
+      }
       this.pages.set(pageNo, page);
       this.lastPageNo = pageNo;
       this.lastPage = page;
@@ -76,6 +89,7 @@ export class JobShardMap {
     this.live--;
     if (--page.live === 0) {
       this.pages.delete(pageNo);
+      this.spare = page;
       if (this.lastPageNo === pageNo) {
         this.lastPageNo = -1;
         this.lastPage = undefined;
@@ -85,7 +99,7 @@ export class JobShardMap {
 
   /** Bytes held in page arrays (the per-page Map entry and object add a few dozen bytes each). */
   bytesAllocated(): number {
-    return this.pages.size * PAGE_IDS;
+    return (this.pages.size + (this.spare === null ? 0 : 1)) * PAGE_IDS;
   }
 
   /** Number of pages held; for tests and stats. */
@@ -106,6 +120,10 @@ export class JobShardMap {
       total += page.live;
     }
     if (total !== this.live) throw new Error(`JobShardMap invariant: pages hold ${total} ids, liveIds is ${this.live}`);
+    if (this.spare !== null) {
+      for (const [, page] of this.pages) if (page === this.spare) throw new Error('JobShardMap invariant: the spare page is in use');
+      if (this.spare.live !== 0 || this.spare.slots.some((x) => x !== 0)) throw new Error('JobShardMap invariant: the spare page is not empty');
+    }
     if (this.lastPage !== undefined && this.pages.get(this.lastPageNo) !== this.lastPage) {
       throw new Error('JobShardMap invariant: page cache points at a dropped page');
     }

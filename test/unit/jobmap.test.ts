@@ -88,11 +88,27 @@ describe('JobShardMap', () => {
     for (let id = n / 2 + 1; id <= n; id++) if (id !== straggler) m.delete(id);
     expect(m.liveIds).toBe(1);
     expect(m.pageCount()).toBe(1);
-    expect(m.bytesAllocated()).toBe(PAGE_IDS);
+    expect(m.bytesAllocated()).toBe(2 * PAGE_IDS); // and the spare
     expect(m.get(straggler)).toBe(straggler % 16);
     m.delete(straggler);
     expect(m.liveIds).toBe(0);
-    expect(m.bytesAllocated()).toBe(0);
+    expect(m.bytesAllocated()).toBe(PAGE_IDS); // the spare only
+    m.invariants();
+  });
+
+  it('a queue holding one job or none at a time reuses one page array (no allocation per job)', () => {
+    const m = new JobShardMap();
+    for (let id = 1; id <= 3 * PAGE_IDS; id++) {
+      m.set(id, 1);
+      expect(m.get(id)).toBe(1);
+      m.delete(id);
+    }
+    expect(m.pagesMade).toBe(1);
+    expect(m.get(5)).toBe(-1); // the reused page came back empty
+    m.set(5, 2);
+    m.set(PAGE_IDS + 5, 3); // a second live page needs a second array
+    expect(m.pagesMade).toBe(2);
+    expect([m.get(5), m.get(PAGE_IDS + 5), m.get(6)]).toEqual([2, 3, -1]);
     m.invariants();
   });
 
