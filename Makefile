@@ -10,7 +10,7 @@ node_modules: package.json package-lock.json
 	$(NPM) ci || $(NPM) install --no-save
 	@touch node_modules
 
-.PHONY: run test typecheck bench bench-quick bench-durability bench-workq bench-c clean
+.PHONY: run test typecheck bench bench-quick bench-durability bench-workq bench-c bench-threads clean
 run: node_modules
 	npx node src/main.ts $(ARGS)
 
@@ -43,3 +43,11 @@ bench-workq: node_modules
 # (about 8 min); prints a table, writes bench/out/cycle-c-<date>.json. ARGS='--quick', '--shards 2', ...
 bench-c: node_modules
 	node_modules/.bin/node bench/cycle-c.ts $(ARGS)
+
+# The thread-count sweep: the same C-generator points against beanstalkd and against shardstalk
+# with each shard count in THREADS (the first shard runs on the connections' thread, each other
+# one on a thread of its own). On a many-core host: make bench-threads THREADS="1 2 4 8 16".
+# The side-by-side suite takes the same list: node bench/suite.ts --shards 2,4,8,16.
+THREADS ?= 1 2
+bench-threads: node_modules
+	node_modules/.bin/node bench/cycle-c.ts --servers beanstalkd $(foreach t,$(THREADS),--variant 's$(t)=--shards $(t)') $(ARGS)
