@@ -12,7 +12,7 @@ node_modules: package.json package-lock.json
 
 .PHONY: run test typecheck bench bench-quick bench-durability bench-workq bench-c bench-threads clean
 run: node_modules
-	npx node src/main.ts $(ARGS)
+	npx node bin/shardstalk.js $(ARGS)
 
 test: node_modules
 	$(NPM) test

@@ -40,6 +40,9 @@ describe('the shardstalk command', () => {
     expect(help.stdout).toContain('--shards N');
     const version = spawnSync(NODE, [MAIN, '--version'], { encoding: 'utf8' });
     expect(version.stdout).toMatch(/^shardstalk \d+\.\d+\.\d+\n$/);
+    // The command's own entry (compile cache first, then the same main).
+    const viaBin = spawnSync(NODE, [fileURLToPath(new URL('../../bin/shardstalk.js', import.meta.url)), '--version'], { encoding: 'utf8' });
+    expect(viaBin.stdout).toBe(version.stdout);
     const bad = spawnSync(NODE, [MAIN, '-p', 'nope'], { encoding: 'utf8' });
     expect(bad.status).toBe(5);
     expect(bad.stderr).toContain('-p wants a whole number');
