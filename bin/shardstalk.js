@@ -6,4 +6,7 @@
 import module from 'node:module';
 
 module.enableCompileCache?.();
+// Shard threads start their own module loaders: they find the cache through the environment.
+const dir = module.getCompileCacheDir?.();
+if (dir !== undefined && process.env.NODE_COMPILE_CACHE === undefined) process.env.NODE_COMPILE_CACHE = dir;
 await import('../src/main.ts');
