@@ -104,6 +104,32 @@ export const R_BEST = 4; //   b = pri, id@24
 export const R_NUMS = 5; //   a = count; payload f64[count]
 export const R_TUBES = 6; //  a = count released, b = tube count; payload u32[b] tubes that gained ready jobs
 
+// R_NUMS payloads by request, f64 number i (read with payloadF64).
+// OP_TOTALS: this shard's jobs by state and job timeouts, then its write-ahead log's figures.
+export const TOTALS_URGENT = 0;
+export const TOTALS_READY = 1;
+export const TOTALS_RESERVED = 2;
+export const TOTALS_DELAYED = 3;
+export const TOTALS_BURIED = 4;
+export const TOTALS_JOB_TIMEOUTS = 5;
+export const TOTALS_BINLOG_OLDEST = 6; //   its oldest segment's index (0: no file yet)
+export const TOTALS_BINLOG_CURRENT = 7; //  its current segment's index (0: no log)
+export const TOTALS_BINLOG_WRITTEN = 8;
+export const TOTALS_BINLOG_MIGRATED = 9;
+export const TOTALS_FIELDS = 10;
+// OP_STATS_TUBE: one tube's figures on its shard (stats-tube's numbers, in its order).
+export const TUBE_URGENT = 0;
+export const TUBE_READY = 1;
+export const TUBE_RESERVED = 2;
+export const TUBE_DELAYED = 3;
+export const TUBE_BURIED = 4;
+export const TUBE_TOTAL_JOBS = 5;
+export const TUBE_CMD_DELETE = 6;
+export const TUBE_CMD_PAUSE = 7;
+export const TUBE_PAUSE = 8; //             the pause's length (s), 0 when not paused
+export const TUBE_PAUSE_LEFT = 9; //        seconds left of it
+export const TUBE_FIELDS = 10;
+
 // workq replies:
 //   OP_WQ_ADD          R_OK a = 1 ready / 2 scheduled, b = queue
 //   OP_WQ_LEASE        R_JOB a = queue, b = 1 if that queue has more ready jobs, c = TTR (ms), id; payload 16 bytes UUID + body; or R_NONE

@@ -22,7 +22,7 @@ import {
   OP_BURY, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED,
   OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE, OP_RESERVE_JOB, OP_STATS_JOB, OP_STATS_TUBE,
   OP_TOTALS, OP_TOUCH, R_JOB, R_NONE, R_NUMS, R_OK, jobBodyAt, jobDeadline, jobMore, jobTube, noneReserveTimeout,
-  okResult, okTube, payloadF64, recordEnd, replyId, replyKind, replyUnlogged,
+  okResult, okTube, payloadF64, recordEnd, replyId, replyKind, replyUnlogged, TOTALS_FIELDS,
 } from '../../shared/records.ts';
 import type { ReplyTarget } from '../../route/shards.ts';
 
@@ -45,7 +45,7 @@ import {
   REPLY_KICKED, REPLY_NOT_FOUND, REPLY_NOT_IGNORED, REPLY_PAUSED, REPLY_RELEASED,
   REPLY_DEADLINE_SOON, REPLY_TIMED_OUT, REPLY_TOUCHED, yamlList,
 } from './replies.ts';
-import { formatJobStats, formatServerStats, formatTubeStats, JOB_STATS_TUBE } from './stats.ts';
+import { addShardTotals, formatJobStats, formatServerStats, formatTubeStats, JOB_STATS_TUBE } from './stats.ts';
 
 export { INPUT_BUFFERED_MAX, OUTPUT_BUFFERED_MAX, PENDING_REPLIES_MAX, type Transport } from '../connection.ts';
 
@@ -101,7 +101,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   // stats: totals gathered from every shard.
   private statsLeft = 0;
   private statsSeq = 0;
-  private readonly statsSum = new Float64Array(10);
+  private readonly statsSum = new Float64Array(TOTALS_FIELDS);
   /** For the reply being handled: the change was made but not logged. */
   unlogged = false;
   /** The tube each stats-tube request in flight asked about, by reply slot. */
@@ -597,14 +597,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   }
 
   onTotals(buf: Buffer, at: number): void {
-    const sum = this.statsSum;
-    const n = (i: number): number => payloadF64(buf, at, i);
-    for (let i = 0; i < 6; i++) sum[i] += n(i);
-    // Log indexes: the oldest of any shard's files, the newest of any shard's.
-    if (n(6) > 0 && (sum[6] === 0 || n(6) < sum[6])) sum[6] = n(6);
-    if (n(7) > sum[7]) sum[7] = n(7);
-    sum[8] += n(8);
-    sum[9] += n(9);
+    addShardTotals(this.statsSum, buf, at);
     if (--this.statsLeft === 0) {
       this.complete(this.statsSeq, okYaml(formatServerStats(this.server, this.statsSum)));
       this.unblock(B_ANSWER);

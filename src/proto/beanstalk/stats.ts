@@ -1,8 +1,13 @@
-// YAML bodies of stats, stats-job and stats-tube, key for key as beanstalkd 1.12 prints them.
+// YAML bodies of stats, stats-job and stats-tube, key for key as beanstalkd 1.12 prints them; the
+// keys and values of stats and stats-tube also as data (StatsEntry), for /metrics.
 
 import os from 'node:os';
 import type { Tube } from '../../route/tubes.ts';
-import { payloadF64 } from '../../shared/records.ts';
+import {
+  payloadF64, TOTALS_BINLOG_CURRENT, TOTALS_BINLOG_MIGRATED, TOTALS_BINLOG_OLDEST, TOTALS_BINLOG_WRITTEN, TOTALS_BURIED,
+  TOTALS_DELAYED, TOTALS_JOB_TIMEOUTS, TOTALS_READY, TOTALS_RESERVED, TOTALS_URGENT, TUBE_BURIED, TUBE_CMD_DELETE,
+  TUBE_CMD_PAUSE, TUBE_DELAYED, TUBE_PAUSE, TUBE_PAUSE_LEFT, TUBE_READY, TUBE_RESERVED, TUBE_TOTAL_JOBS, TUBE_URGENT,
+} from '../../shared/records.ts';
 import { VERSION } from '../../version.ts';
 import { STATS_CMD_KEYS } from './commands.ts';
 import type { BeanstalkServer } from './server.ts';
@@ -34,65 +39,116 @@ export function formatJobStats(buf: Buffer, at: number, tubeName: string): strin
   );
 }
 
-/** The R_NUMS reply at `at`: [urgent, ready, reserved, delayed, buried, total-jobs, cmd-delete, cmd-pause-tube, pause, pause-time-left] */
-export function formatTubeStats(t: Tube, buf: Buffer, at: number): string {
-  const n = (i: number): number => payloadF64(buf, at, i);
-  return (
-    '---\n' +
-    `name: ${t.name}\n` +
-    `current-jobs-urgent: ${n(0)}\n` +
-    `current-jobs-ready: ${n(1)}\n` +
-    `current-jobs-reserved: ${n(2)}\n` +
-    `current-jobs-delayed: ${n(3)}\n` +
-    `current-jobs-buried: ${n(4)}\n` +
-    `total-jobs: ${n(5)}\n` +
-    `current-using: ${t.using}\n` +
-    `current-watching: ${t.watching}\n` +
-    `current-waiting: ${t.waiting.len}\n` +
-    `cmd-delete: ${n(6)}\n` +
-    `cmd-pause-tube: ${n(7)}\n` +
-    `pause: ${n(8)}\n` +
-    `pause-time-left: ${n(9)}\n`
-  );
+/**
+ * One key of a `stats` or `stats-tube` reply: the text beanstalkd prints for it and, when it is a
+ * number, that number (`draining` counts as 1 / 0). The YAML replies and the HTTP /metrics
+ * (src/ops/) are both made from these, so the two cannot disagree.
+ */
+export interface StatsEntry {
+  readonly key: string;
+  readonly text: string;
+  readonly value: number | null;
 }
 
-/** sums: [urgent, ready, reserved, delayed, buried, job-timeouts] summed over every shard, then
- *  the log's [oldest index (smallest), current index (largest), records written, records migrated]. */
-export function formatServerStats(server: BeanstalkServer, sums: Float64Array): string {
+const num = (key: string, value: number): StatsEntry => ({ key, text: String(value), value });
+const str = (key: string, text: string): StatsEntry => ({ key, text, value: null });
+
+function yaml(entries: readonly StatsEntry[]): string {
+  let s = '---\n';
+  for (const e of entries) s += `${e.key}: ${e.text}\n`;
+  return s;
+}
+
+/** stats-tube's keys, from the tube's shard's OP_STATS_TUBE reply at `at` and the main thread's counts. */
+export function tubeStatsEntries(t: Tube, buf: Buffer, at: number): StatsEntry[] {
+  const n = (i: number): number => payloadF64(buf, at, i);
+  return [
+    str('name', t.name),
+    num('current-jobs-urgent', n(TUBE_URGENT)),
+    num('current-jobs-ready', n(TUBE_READY)),
+    num('current-jobs-reserved', n(TUBE_RESERVED)),
+    num('current-jobs-delayed', n(TUBE_DELAYED)),
+    num('current-jobs-buried', n(TUBE_BURIED)),
+    num('total-jobs', n(TUBE_TOTAL_JOBS)),
+    num('current-using', t.using),
+    num('current-watching', t.watching),
+    num('current-waiting', t.waiting.len),
+    num('cmd-delete', n(TUBE_CMD_DELETE)),
+    num('cmd-pause-tube', n(TUBE_CMD_PAUSE)),
+    num('pause', n(TUBE_PAUSE)),
+    num('pause-time-left', n(TUBE_PAUSE_LEFT)),
+  ];
+}
+
+export function formatTubeStats(t: Tube, buf: Buffer, at: number): string {
+  return yaml(tubeStatsEntries(t, buf, at));
+}
+
+/** The OP_TOTALS figures that add up over shards. */
+const TOTALS_ADDED = [
+  TOTALS_URGENT, TOTALS_READY, TOTALS_RESERVED, TOTALS_DELAYED, TOTALS_BURIED, TOTALS_JOB_TIMEOUTS,
+  TOTALS_BINLOG_WRITTEN, TOTALS_BINLOG_MIGRATED,
+];
+
+/**
+ * Adds one shard's OP_TOTALS reply at `at` into `sums` (TOTALS_FIELDS numbers, zeroed before the
+ * first shard): job counts and counters add up; of the log indexes, the oldest of any shard's
+ * files and the newest of any shard's.
+ */
+export function addShardTotals(sums: Float64Array, buf: Buffer, at: number): void {
+  const n = (i: number): number => payloadF64(buf, at, i);
+  for (const i of TOTALS_ADDED) sums[i] += n(i);
+  const oldest = n(TOTALS_BINLOG_OLDEST);
+  if (oldest > 0 && (sums[TOTALS_BINLOG_OLDEST] === 0 || oldest < sums[TOTALS_BINLOG_OLDEST])) sums[TOTALS_BINLOG_OLDEST] = oldest;
+  const current = n(TOTALS_BINLOG_CURRENT);
+  if (current > sums[TOTALS_BINLOG_CURRENT]) sums[TOTALS_BINLOG_CURRENT] = current;
+}
+
+/** stats' keys, in beanstalkd's order: `sums` is every shard's OP_TOTALS (addShardTotals), the rest
+ *  is read from the main thread now. */
+export function serverStatsEntries(server: BeanstalkServer, sums: Float64Array): StatsEntry[] {
   const router = server.router;
   const ru = process.resourceUsage();
-  const secs = (us: number): string => `${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0')}`;
-  let s = '---\n';
-  s += `current-jobs-urgent: ${sums[0]}\n`;
-  s += `current-jobs-ready: ${sums[1]}\n`;
-  s += `current-jobs-reserved: ${sums[2]}\n`;
-  s += `current-jobs-delayed: ${sums[3]}\n`;
-  s += `current-jobs-buried: ${sums[4]}\n`;
-  for (const [key, cmd] of STATS_CMD_KEYS) s += `${key}: ${server.cmdCounts[cmd]}\n`;
-  s += `job-timeouts: ${sums[5]}\n`;
-  s += `total-jobs: ${server.totalJobs}\n`;
-  s += `max-job-size: ${router.config.jobSizeMax}\n`;
-  s += `current-tubes: ${router.tubes.count}\n`;
-  s += `current-connections: ${server.sessions.size}\n`;
-  s += `current-producers: ${server.producers}\n`;
-  s += `current-workers: ${server.workers}\n`;
-  s += `current-waiting: ${router.waitingCount}\n`;
-  s += `total-connections: ${server.totalConnections}\n`;
-  s += `pid: ${process.pid}\n`;
-  s += `version: "${VERSION}"\n`;
-  s += `rusage-utime: ${secs(ru.userCPUTime)}\n`;
-  s += `rusage-stime: ${secs(ru.systemCPUTime)}\n`;
-  s += `uptime: ${Math.floor((Date.now() - server.startedMs) / 1000)}\n`;
-  // No shard has a file yet (a fresh directory): like beanstalkd's first binlog, index 1.
-  s += `binlog-oldest-index: ${sums[6] > 0 ? sums[6] : sums[7] > 0 ? 1 : 0}\n`;
-  s += `binlog-current-index: ${sums[7]}\n`;
-  s += `binlog-records-migrated: ${sums[9]}\n`;
-  s += `binlog-records-written: ${sums[8]}\n`;
-  s += `binlog-max-size: ${router.config.wal?.segmentBytesMax ?? 10485760}\n`;
-  s += `draining: ${server.draining ? 'true' : 'false'}\n`;
-  s += `id: ${server.instanceId}\n`;
-  s += `hostname: ${os.hostname()}\n`;
-  s += `os: ${os.version()}\n`;
-  s += `platform: ${os.machine()}\n`;
-  return s;
+  const secs = (key: string, us: number): StatsEntry => ({ key, text: `${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0')}`, value: us / 1e6 });
+  const e: StatsEntry[] = [
+    num('current-jobs-urgent', sums[TOTALS_URGENT]),
+    num('current-jobs-ready', sums[TOTALS_READY]),
+    num('current-jobs-reserved', sums[TOTALS_RESERVED]),
+    num('current-jobs-delayed', sums[TOTALS_DELAYED]),
+    num('current-jobs-buried', sums[TOTALS_BURIED]),
+  ];
+  for (const [key, cmd] of STATS_CMD_KEYS) e.push(num(key, server.cmdCounts[cmd]));
+  const oldest = sums[TOTALS_BINLOG_OLDEST];
+  e.push(
+    num('job-timeouts', sums[TOTALS_JOB_TIMEOUTS]),
+    num('total-jobs', server.totalJobs),
+    num('max-job-size', router.config.jobSizeMax),
+    num('current-tubes', router.tubes.count),
+    num('current-connections', server.sessions.size),
+    num('current-producers', server.producers),
+    num('current-workers', server.workers),
+    num('current-waiting', router.waitingCount),
+    num('total-connections', server.totalConnections),
+    num('pid', process.pid),
+    str('version', `"${VERSION}"`),
+    secs('rusage-utime', ru.userCPUTime),
+    secs('rusage-stime', ru.systemCPUTime),
+    num('uptime', Math.floor((Date.now() - server.startedMs) / 1000)),
+    // No shard has a file yet (a fresh directory): like beanstalkd's first binlog, index 1.
+    num('binlog-oldest-index', oldest > 0 ? oldest : sums[TOTALS_BINLOG_CURRENT] > 0 ? 1 : 0),
+    num('binlog-current-index', sums[TOTALS_BINLOG_CURRENT]),
+    num('binlog-records-migrated', sums[TOTALS_BINLOG_MIGRATED]),
+    num('binlog-records-written', sums[TOTALS_BINLOG_WRITTEN]),
+    num('binlog-max-size', router.config.wal?.segmentBytesMax ?? 10485760),
+    { key: 'draining', text: server.draining ? 'true' : 'false', value: server.draining ? 1 : 0 },
+    str('id', server.instanceId),
+    str('hostname', os.hostname()),
+    str('os', os.version()),
+    str('platform', os.machine()),
+  );
+  return e;
+}
+
+export function formatServerStats(server: BeanstalkServer, sums: Float64Array): string {
+  return yaml(serverStatsEntries(server, sums));
 }
