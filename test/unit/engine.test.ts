@@ -303,6 +303,20 @@ describe('Engine: bury, kick, reserve-job, delete', () => {
     expect(e.releaseConn(1, T0)).toBe(0);
     expect(e.lastTubes.length).toBe(0);
   });
+
+  it("a connection's entry in the reserved lists outlives its last job, and goes at releaseConn", () => {
+    const e = checked();
+    for (let id = 1; id <= 3; id++) e.put(0, id, 0, 0, 10, enc(''), T0);
+    expect(e.reserveBest([0], 1, 4, T0)).toBe(1);
+    expect(e.deleteJob(1, 4)).toBe(0);
+    expect(e.connEntries).toBe(1); // kept while the connection lives (no rehash per job)
+    expect(e.reserveBest([0], 1, 4, T0)).toBe(2);
+    expect(e.reserveBest([0], 1, 5, T0)).toBe(3);
+    expect(e.connEntries).toBe(2);
+    expect(e.releaseConn(4, T0)).toBe(1);
+    expect(e.releaseConn(5, T0)).toBe(1);
+    expect(e.connEntries).toBe(0);
+  });
 });
 
 describe('Engine: pause and tubes', () => {

@@ -99,7 +99,9 @@ export class Engine {
   private readonly timers: IndexHeap;
   private readonly tubes = new Map<number, Tube>();
   private readonly pausedTubes: Tube[] = []; // tubes whose pause end tick() has yet to report
-  private readonly connHead = new Map<number, number>(); // conn -> first reserved slot
+  // conn -> first reserved slot (NIL once it holds none: the entry stays until the connection's
+  // close, since a Map that gains and loses the entry with each job rehashes, allocating, each time).
+  private readonly connHead = new Map<number, number>();
 
   private urgentCt = 0;
   private readyCt = 0;
@@ -328,6 +330,11 @@ export class Engine {
     return true;
   }
 
+  /** Connections with an entry in the reserved lists (tests: entries go at releaseConn). */
+  get connEntries(): number {
+    return this.connHead.size;
+  }
+
   /** Connection closed: every job it reserved goes back to READY, no counters change.
    *  Returns how many; `lastTubes` then lists the distinct tubes that gained ready jobs. */
   releaseConn(conn: number, _nowMs: number): number {
@@ -345,6 +352,7 @@ export class Engine {
         this.tubesBuf[nt++] = t.id;
       }
     }
+    this.connHead.delete(conn);
     this.lastTubes = this.tubesBuf.subarray(0, nt);
     return n;
   }
@@ -731,7 +739,6 @@ export class Engine {
     let reserved = 0;
     for (const [conn, head] of this.connHead) {
       let last = NIL;
-      if (head === NIL) fail(`conn ${conn} has an empty list entry`);
       for (let s = head; s !== NIL; s = this.next[s]) {
         if (this.jobState[s] !== RESERVED || this.heapPos[s] !== conn) fail(`conn ${conn} list holds slot ${s}`);
         if (this.prev[s] !== last) fail(`conn ${conn} list prev link at ${s}`);
@@ -842,7 +849,7 @@ export class Engine {
     const n = this.next[s];
     if (p !== NIL) this.next[p] = n;
     else if (n !== NIL) this.connHead.set(this.heapPos[s], n);
-    else this.connHead.delete(this.heapPos[s]);
+    else this.connHead.set(this.heapPos[s], NIL);
     if (n !== NIL) this.prev[n] = p;
     this.prev[s] = this.next[s] = NIL;
     this.heapPos[s] = NIL;

@@ -23,8 +23,15 @@ export class HeldJobs {
   remove(id: number): boolean {
     const i = this.ids.indexOf(id);
     if (i === -1) return false;
-    this.ids.splice(i, 1);
-    this.deadlines.splice(i, 1);
+    // Shift the later ones down (order kept, no array made as splice would).
+    const ids = this.ids;
+    const deadlines = this.deadlines;
+    for (let k = i + 1; k < ids.length; k++) {
+      ids[k - 1] = ids[k];
+      deadlines[k - 1] = deadlines[k];
+    }
+    ids.pop();
+    deadlines.pop();
     return true;
   }
 
