@@ -74,6 +74,7 @@ export class Router {
         ringBytes: config.ringBytes,
         backlogBytes: config.backlogBytes,
         config: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults },
+        schedule: () => this.flushSoon(),
       },
       {
         event: (shard, buf, at) => this.onEvent(shard, buf, at),

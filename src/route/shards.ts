@@ -226,6 +226,11 @@ export interface ShardPoolOptions {
   backlogBytes?: number;
   /** Given to every shard (log level, write-ahead log). */
   config?: Omit<ShardConfig, 'index'>;
+  /**
+   * Asks for flush() before this turn ends (the router's end-of-turn work, one setImmediate for
+   * both); by default the pool schedules its own.
+   */
+  schedule?: () => void;
 }
 
 export class ShardPool {
@@ -236,6 +241,7 @@ export class ShardPool {
   private readonly stop = new Int32Array(new SharedArrayBuffer(4));
   private readonly handler: ShardReplyHandler;
   private flushScheduled = false;
+  private readonly schedule: (() => void) | null;
   private running = true;
   private readonly backlogMax: number;
   private roomWaiters: { roomAgain(): void }[] = [];
@@ -244,6 +250,7 @@ export class ShardPool {
 
   constructor(opts: ShardPoolOptions, handler: ShardReplyHandler) {
     this.handler = handler;
+    this.schedule = opts.schedule ?? null;
     const ringBytes = opts.ringBytes ?? RING_BYTES_DEFAULT;
     this.backlogMax = opts.backlogBytes ?? BACKLOG_BYTES_DEFAULT;
     for (let i = 0; i < opts.shards; i++) {
@@ -278,7 +285,8 @@ export class ShardPool {
   request(shard: number, kind: number, target: ReplyTarget, seq: number): RecordWriter {
     const link = this.links[shard];
     link.pending.push(kind, target, seq);
-    if (!this.flushScheduled) {
+    if (this.schedule !== null) this.schedule();
+    else if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(this.flushNow);
     }
