@@ -6,6 +6,7 @@ import { makeLogger } from './log.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
 import { FSYNC_MS_DEFAULT, HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer, WORKQ_PORT_DEFAULT } from './server.ts';
 import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
+import { HTTP_METRICS_TUBES_DEFAULT, HTTP_PORT_DEFAULT } from './ops/http.ts';
 
 const USAGE = `Usage: shardstalk [OPTIONS]
 
@@ -21,6 +22,10 @@ Options:
  --workq-listen HOST:PORT  serve the workq protocol there (default is ${HOST_DEFAULT}:${WORKQ_PORT_DEFAULT}; if that
               default port is taken, shardstalk warns and serves beanstalk only)
  --no-workq   do not serve the workq protocol
+ --http HOST:PORT  serve /metrics (Prometheus), /healthz and /readyz over HTTP there (default is
+              ${HOST_DEFAULT}:${HTTP_PORT_DEFAULT}; if that default port is taken, shardstalk warns and goes on without)
+ --no-http    do not serve HTTP
+ --http-metrics-tubes N  per-tube series in /metrics for at most N tubes (default is ${HTTP_METRICS_TUBES_DEFAULT})
  --shards N   queue shards; the first runs on the connections' thread, each other one on a thread
               of its own (default: cores - 1, at least 1; here ${shardsDefault()})
  --all-shards-on-threads  the first shard on a thread of its own too (the connections' thread then
@@ -59,6 +64,9 @@ try {
       'all-shards-on-threads': { type: 'boolean' },
       'workq-listen': { type: 'string' },
       'no-workq': { type: 'boolean' },
+      http: { type: 'string' },
+      'no-http': { type: 'boolean' },
+      'http-metrics-tubes': { type: 'string' },
       V: { type: 'boolean', multiple: true },
       v: { type: 'boolean' },
       version: { type: 'boolean' },
@@ -80,17 +88,20 @@ if (o.v || o.version) {
   process.exit(0);
 }
 
-function hostPort(v: string): { host: string; port: number } {
+function hostPort(flag: string, v: string): { host: string; port: number } {
   const m = /^(.*):(\d+)$/.exec(v);
-  if (m === null || m[1] === '') fail(`--workq-listen wants HOST:PORT, got "${v}"`);
-  const port = intArg('--workq-listen port', m[2], 0, 65535) as number;
+  if (m === null || m[1] === '') fail(`${flag} wants HOST:PORT, got "${v}"`);
+  const port = intArg(`${flag} port`, m[2], 0, 65535) as number;
   // [::1]:9922 -> ::1
   const host = m[1].startsWith('[') && m[1].endsWith(']') ? m[1].slice(1, -1) : m[1];
   return { host, port };
 }
 if (o['no-workq'] && o['workq-listen'] !== undefined) fail('--no-workq and --workq-listen contradict each other');
 const workqExplicit = o['workq-listen'] !== undefined;
-const workq = o['no-workq'] ? null : workqExplicit ? hostPort(o['workq-listen'] as string) : { host: HOST_DEFAULT, port: WORKQ_PORT_DEFAULT };
+const workq = o['no-workq'] ? null : workqExplicit ? hostPort('--workq-listen', o['workq-listen'] as string) : { host: HOST_DEFAULT, port: WORKQ_PORT_DEFAULT };
+if (o['no-http'] && o.http !== undefined) fail('--no-http and --http contradict each other');
+const httpExplicit = o.http !== undefined;
+const http = o['no-http'] ? null : httpExplicit ? hostPort('--http', o.http as string) : { host: HOST_DEFAULT, port: HTTP_PORT_DEFAULT };
 
 const verbosity = o.V?.length ?? 0;
 const log = makeLogger(verbosity === 0 ? 'info' : verbosity === 1 ? 'debug' : 'trace');
@@ -107,6 +118,9 @@ const server = await startServer({
   binlogSkipCorrupt: o['binlog-skip-corrupt'] ?? false,
   workq,
   workqOptional: !workqExplicit,
+  http,
+  httpOptional: !httpExplicit,
+  httpMetricsTubes: intArg('--http-metrics-tubes', o['http-metrics-tubes'], 0, 1_000_000) ?? HTTP_METRICS_TUBES_DEFAULT,
   logger: log,
 }).catch((err: Error) => {
   log.fatal({ err: err.message }, 'cannot start');

@@ -12,6 +12,7 @@ import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
 import { makeLogger, type Logger } from './log.ts';
 import { listenBeanstalk, listenWorkq } from './net/listener.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
+import { HTTP_METRICS_TUBES_DEFAULT, OpsHttp } from './ops/http.ts';
 
 export const PORT_DEFAULT = 11300;
 /** The workq protocol's port (github.com/iamduo/workq). */
@@ -58,6 +59,14 @@ export interface ServerOptions {
   workq?: { host: string; port: number } | null;
   /** When the workq address cannot be bound (the default port taken), warn and serve beanstalk only. */
   workqOptional?: boolean;
+  /** Serve /metrics, /healthz and /readyz over HTTP on this address (the command line's default is 127.0.0.1:11380; here, off unless given). */
+  http?: { host: string; port: number } | null;
+  /** When the HTTP address cannot be bound (the default port taken), warn and go on without it. */
+  httpOptional?: boolean;
+  /** Tubes that get per-tube series in /metrics, at most (default HTTP_METRICS_TUBES_DEFAULT). */
+  httpMetricsTubes?: number;
+  /** Test hook: called once the HTTP port listens, before the log is read; the start waits for what it returns (so a test sees /readyz answer 503). */
+  onHttpListening?: (port: number) => void | Promise<void>;
 }
 
 export interface RunningServer {
@@ -70,6 +79,8 @@ export interface RunningServer {
   readonly beanstalk: BeanstalkServer;
   /** The workq port, or null when workq is off. */
   readonly workqPort: number | null;
+  /** The HTTP port (/metrics, /healthz, /readyz), or null when it is off. */
+  readonly httpPort: number | null;
   /** Drain mode (SIGUSR1): puts are answered DRAINING. */
   drain(): void;
   close(): Promise<void>;
@@ -77,6 +88,29 @@ export interface RunningServer {
 
 export async function startServer(opts: ServerOptions = {}): Promise<RunningServer> {
   const log = opts.logger ?? makeLogger(opts.logLevel ?? 'info');
+  // The HTTP port first: while the log is replayed, /healthz answers and /readyz says 503.
+  let ops: OpsHttp | null = null;
+  let httpPort: number | null = null;
+  if (opts.http) {
+    ops = new OpsHttp(log, opts.httpMetricsTubes ?? HTTP_METRICS_TUBES_DEFAULT);
+    try {
+      httpPort = await ops.listen(opts.http.host, opts.http.port);
+    } catch (err) {
+      if (!opts.httpOptional) throw err;
+      log.warn({ host: opts.http.host, port: opts.http.port, err: (err as Error).message }, 'cannot listen for http; going on without /metrics, /healthz, /readyz');
+      ops = null;
+    }
+  }
+  try {
+    if (ops !== null && opts.onHttpListening) await opts.onHttpListening(httpPort as number);
+    return await startServing(opts, log, ops, httpPort);
+  } catch (err) {
+    await ops?.close();
+    throw err;
+  }
+}
+
+async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | null, httpPort: number | null): Promise<RunningServer> {
   const shards = opts.shards ?? shardsDefault();
   const host = opts.host ?? HOST_DEFAULT;
   const logLevel = opts.logLevel ?? (opts.logger ? opts.logger.level : 'info');
@@ -166,6 +200,10 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     workqPort = typeof waddr === 'object' && waddr !== null ? waddr.port : 0;
     log.info({ host: opts.workq?.host, port: workqPort }, 'listening (workq)');
   }
+  if (ops !== null) {
+    ops.ready(beanstalk);
+    log.info({ host: opts.http?.host, port: httpPort }, 'listening (http: /metrics /healthz /readyz)');
+  }
   const sockets = new Set<net.Socket>();
   const track = (s: net.Socket): void => {
     sockets.add(s);
@@ -180,17 +218,20 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     router,
     beanstalk,
     workqPort,
+    httpPort,
     drain() {
       beanstalk.draining = true;
       log.info('drain mode: new jobs are refused');
     },
     async close() {
+      const opsClosed = ops?.close();
       await Promise.all(
         [server, workqServer].map(
           (srv) => new Promise<void>((resolve) => (srv === null ? resolve() : srv.close(() => resolve()))),
         ).concat([Promise.resolve().then(() => { for (const s of sockets) s.destroy(); })]),
       );
       beanstalk.closeAll();
+      await opsClosed;
       await router.close();
       lock?.unlock();
     },

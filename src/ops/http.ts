@@ -1,0 +1,135 @@
+// The operations port (--http): /metrics for Prometheus, /healthz and /readyz for supervisors and
+// load balancers. node:http and nothing else; every answer is made on request (a scrape asks the
+// shards then), so nothing here costs the queues anything between requests.
+
+import http from 'node:http';
+import type { Logger } from '../log.ts';
+import type { BeanstalkServer } from '../proto/beanstalk/server.ts';
+import { gather } from './gather.ts';
+import { METRICS_CONTENT_TYPE, renderMetrics } from './metrics.ts';
+import { threadCpu } from './threads.ts';
+
+/**
+ * The operations port when none is given: beanstalk's 11300 with HTTP's 80 in its last digits,
+ * so it is easy to guess from the queue port; unassigned at IANA and below Linux's ephemeral
+ * range (32768 and up), so an outgoing connection never holds it.
+ */
+export const HTTP_PORT_DEFAULT = 11380;
+/**
+ * Tubes that get beanstalkd_tube_* series at most (--http-metrics-tubes). Each tube adds 13
+ * series and one request to its shard per scrape; 1000 tubes are 13,000 series, about what
+ * one Prometheus target should carry. The rest are counted in shardstalk_metrics_tubes_omitted.
+ */
+export const HTTP_METRICS_TUBES_DEFAULT = 1000;
+
+type Phase = 'starting' | 'serving' | 'stopping';
+
+export class OpsHttp {
+  readonly server: http.Server;
+  private phase: Phase = 'starting';
+  private beanstalk: BeanstalkServer | null = null;
+  private scrapes = 0;
+  private readonly tubesMax: number;
+  private readonly log: Logger;
+
+  constructor(log: Logger, tubesMax: number) {
+    this.log = log;
+    this.tubesMax = tubesMax;
+    this.server = http.createServer((req, res) => this.handle(req, res));
+  }
+
+  /** Binds; rejects when the address cannot be bound (EADDRINUSE, EADDRNOTAVAIL...). */
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error): void => reject(err);
+      this.server.once('error', onError);
+      this.server.listen(port, host, () => {
+        this.server.off('error', onError);
+        this.server.on('error', (err) => this.log.error({ err: err.message }, 'http server error'));
+        const a = this.server.address();
+        resolve(typeof a === 'object' && a !== null ? a.port : port);
+      });
+    });
+  }
+
+  /** The log is replayed and the protocol ports listen: /readyz answers 200 (unless draining), /metrics serves. */
+  ready(beanstalk: BeanstalkServer): void {
+    this.beanstalk = beanstalk;
+    this.phase = 'serving';
+  }
+
+  /** Closes the port, and the connections kept alive on it. */
+  close(): Promise<void> {
+    this.phase = 'stopping';
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+
+  /** Why /readyz says 503, or null when it says 200. */
+  private notReady(): string | null {
+    if (this.phase !== 'serving' || this.beanstalk === null) return this.phase;
+    // Drain mode (SIGUSR1) refuses new jobs: a balancer should send producers elsewhere. Live
+    // connections go on, so workers can still empty the queues.
+    if (this.beanstalk.draining) return 'draining';
+    return null;
+  }
+
+  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path !== '/metrics' && path !== '/healthz' && path !== '/readyz') {
+      text(res, 404, 'not found\n');
+      return;
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('Allow', 'GET, HEAD');
+      text(res, 405, 'method not allowed\n');
+      return;
+    }
+    switch (path) {
+      case '/healthz':
+        // The process answers: alive, even while it replays its log.
+        text(res, 200, 'ok\n');
+        return;
+      case '/readyz': {
+        const why = this.notReady();
+        text(res, why === null ? 200 : 503, `${why ?? 'ready'}\n`);
+        return;
+      }
+      case '/metrics':
+        this.metrics(res);
+        return;
+    }
+  }
+
+  private metrics(res: http.ServerResponse): void {
+    const beanstalk = this.beanstalk;
+    if (beanstalk === null || this.phase !== 'serving') {
+      text(res, 503, `${this.phase}\n`);
+      return;
+    }
+    const scrapes = ++this.scrapes;
+    Promise.all([gather(beanstalk, this.tubesMax), threadCpu()])
+      .then(([figures, threads]) => {
+        const body = renderMetrics(figures, {
+          scrapes,
+          tubesMax: this.tubesMax,
+          certainMisses: beanstalk.certainMisses,
+          backlogPeakBytes: beanstalk.router.pool.backlogPeak,
+          threads,
+        });
+        res.writeHead(200, { 'Content-Type': METRICS_CONTENT_TYPE, 'Content-Length': Buffer.byteLength(body) });
+        res.end(body);
+      })
+      .catch((err: Error) => {
+        this.log.error({ err: err.stack ?? err.message }, 'cannot make /metrics');
+        if (!res.headersSent) text(res, 500, 'cannot make metrics\n');
+      });
+  }
+}
+
+function text(res: http.ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
