@@ -1,0 +1,116 @@
+// Helpers for the HTTP port's tests: requests, a reader of the exposition format, and promtool.
+
+import { spawnSync } from 'node:child_process';
+import http from 'node:http';
+
+export interface HttpAnswer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** One request to the HTTP port (no keep-alive, so nothing outlives the test). */
+export function request(port: number, path: string, method = 'GET'): Promise<HttpAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path, method, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** GET /metrics; fails unless 200. */
+export async function scrape(port: number): Promise<string> {
+  const a = await request(port, '/metrics');
+  if (a.status !== 200) throw new Error(`/metrics answered ${a.status}: ${a.body}`);
+  return a.body;
+}
+
+export interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+export interface Exposition {
+  samples: Sample[];
+  /** # TYPE lines: name → type. */
+  types: Map<string, string>;
+  /** The value of the one sample of `name` whose labels include `labels`; fails when there is not exactly one. */
+  value(name: string, labels?: Record<string, string>): number;
+  /** Every sample of `name`. */
+  all(name: string): Sample[];
+}
+
+/** Reads the text format back, label escapes included (a reader of our own, independent of the writer). */
+export function parseExposition(text: string): Exposition {
+  const samples: Sample[] = [];
+  const types = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    if (line.startsWith('# TYPE ')) {
+      const [, , name, type] = line.split(' ');
+      types.set(name, type);
+      continue;
+    }
+    if (line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)/.exec(line);
+    if (m === null) throw new Error(`bad sample line ${JSON.stringify(line)}`);
+    const name = m[1];
+    let i = name.length;
+    const labels: Record<string, string> = {};
+    if (line[i] === '{') {
+      i++;
+      while (line[i] !== '}') {
+        const eq = line.indexOf('="', i);
+        const key = line.slice(i, eq);
+        i = eq + 2;
+        let v = '';
+        while (line[i] !== '"') {
+          if (line[i] === '\\') {
+            const e = line[i + 1];
+            v += e === 'n' ? '\n' : e;
+            i += 2;
+          } else v += line[i++];
+        }
+        labels[key] = v;
+        i++;
+        if (line[i] === ',') i++;
+      }
+      i++;
+    }
+    if (line[i] !== ' ') throw new Error(`bad sample line ${JSON.stringify(line)}`);
+    const raw = line.slice(i + 1);
+    const value = raw === '+Inf' ? Infinity : raw === '-Inf' ? -Infinity : Number(raw);
+    samples.push({ name, labels, value });
+  }
+  const matches = (s: Sample, name: string, labels: Record<string, string>): boolean =>
+    s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v);
+  return {
+    samples,
+    types,
+    all: (name) => samples.filter((s) => s.name === name),
+    value(name, labels = {}) {
+      const found = samples.filter((s) => matches(s, name, labels));
+      if (found.length !== 1) throw new Error(`${found.length} samples of ${name} ${JSON.stringify(labels)}`);
+      return found[0].value;
+    },
+  };
+}
+
+export const PROMTOOL_HINT =
+  'promtool is missing: install Debian\'s prometheus package (apt-get install -y --no-install-recommends prometheus), as .ci/run does';
+
+/** `promtool check metrics` on `text`: its exit code and what it said. Throws (never skips) when promtool is not installed. */
+export function promtoolCheck(text: string): { status: number | null; output: string } {
+  const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  if (r.error !== undefined) {
+    if ((r.error as NodeJS.ErrnoException).code === 'ENOENT') throw new Error(PROMTOOL_HINT);
+    throw r.error;
+  }
+  return { status: r.status, output: `${r.stdout}${r.stderr}` };
+}
