@@ -175,3 +175,30 @@ describe('BodyStore', () => {
     s.check(200_000);
   });
 });
+
+describe('BodyStore gives memory back when a burst drains', () => {
+  it('dropped chunks are freed at once (detached), and the drained store keeps a small current chunk', () => {
+    const big = 64 * 1024;
+    const min = 1024;
+    const s = new BodyStore(big, 0, min);
+    const n = 2000;
+    s.growSlots(n);
+    const body = new Uint8Array(200).fill(7);
+    for (let slot = 0; slot < n; slot++) s.put(slot, body);
+    expect(s.heldBytes).toBeGreaterThan(4 * big); // the burst made big chunks
+    // A view into each chunk, to see its memory go.
+    const views = new Map<ArrayBufferLike, number>();
+    for (let slot = 0; slot < n; slot++) views.set(s.get(slot).buffer, slot);
+    expect(views.size).toBeGreaterThan(4);
+    for (let slot = 0; slot < n; slot++) s.free(slot);
+    s.check(0);
+    // Everything but the current chunk and at most a spare is detached: no collection needed.
+    const kept = [...views.keys()].filter((b) => b.byteLength > 0);
+    expect(kept.length).toBeLessThanOrEqual(1);
+    expect(s.heldBytes).toBeLessThanOrEqual(2 * min);
+    // And it still works.
+    s.put(5, body);
+    expect(Array.from(s.get(5))).toEqual(Array.from(body));
+    s.check(1);
+  });
+});

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, Counters } from '../../workers/engine/counters.ts';
-import { COLUMN_BYTES_PER_SLOT, Engine, RESERVED } from '../../workers/engine/engine.ts';
+import { COLUMN_BYTES_PER_SLOT, Engine, RESERVED, SHRINK_SLOTS_FACTOR } from '../../workers/engine/engine.ts';
 
 describe('Counters (one byte per counter, big counts in a side map)', () => {
   it('counts past 255 exactly, each counter of each slot on its own', () => {
@@ -90,3 +90,31 @@ describe('engine memory per slot', () => {
     e.invariants();
   });
 });
+
+describe('Engine memory after a burst drains', () => {
+  it('lays its columns out again at their first size when the last job goes, and keeps working', () => {
+    const e = new Engine({ initialSlots: 64, chunkSize: 64 * 1024 });
+    const first = e.memoryStats();
+    const body = new Uint8Array(300).fill(1);
+    const n = 64 * SHRINK_SLOTS_FACTOR * 4;
+    for (let id = 1; id <= n; id++) e.put(id % 3, id, 0, 0, 60, body, 1000);
+    const peak = e.memoryStats();
+    expect(peak.slots).toBeGreaterThan(64 * SHRINK_SLOTS_FACTOR);
+    // Most go: nothing shrinks while any job is held.
+    for (let id = 2; id <= n; id++) expect(e.deleteJob(id, 0)).toBeGreaterThanOrEqual(0);
+    expect(e.memoryStats().slots).toBe(peak.slots);
+    e.invariants();
+    expect(e.deleteJob(1, 0)).toBe(1);
+    const after = e.memoryStats();
+    expect(after.slots).toBe(first.slots);
+    expect(after.columnBytes).toBe(first.columnBytes);
+    expect(after.bodyHeldBytes).toBeLessThanOrEqual(2 * 64 * 1024); // the current chunk and a spare, at their least
+    e.invariants();
+    // Ids, reservations and counters start clean in the new columns.
+    expect(e.put(0, n + 1, 5, 0, 60, body, 1000)).toBe(1);
+    expect(e.reserveBest([0], 1, 9, 1000)).toBe(n + 1);
+    expect(e.state(1)).toBe(0);
+    e.invariants();
+  });
+});
+

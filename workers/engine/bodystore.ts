@@ -4,15 +4,20 @@
 // and DEAD|recordSize once freed, so a chunk can be walked record by record.
 //
 // Chunks are bump-allocated. A chunk whose live bytes drop to 0 is dropped (one is kept as a
-// spare); a retired chunk whose live fraction falls below 1/4 is compacted: its live bodies are
-// copied into the current chunk. So at most ~4x the live bytes are ever held, plus two chunks.
+// spare, if it is the size the next chunk will be); a retired chunk whose live fraction falls
+// below 1/4 is compacted: its live bodies are copied into the current chunk. So at most ~4x the
+// live bytes are ever held, plus two chunks. A dropped chunk's memory is given back at once
+// (the ArrayBuffer is detached), not whenever V8 next collects it: after a burst drains, a full
+// collection may not come for minutes. When the current chunk empties while it is larger than
+// the live bytes call for, it is swapped for a small one, so a drained store holds a chunk of
+// MIN_CHUNK_SIZE, not the burst's 32 MiB.
 //
 // Chunk size follows the live bytes: a new chunk is the smallest power of two from MIN_CHUNK_SIZE
 // up to `chunkSize` that is at least a quarter of them. A busy queue holding few jobs keeps its
 // current and spare chunks small (the bump pointer walks through every page of a chunk, so each
 // costs its full size in RSS), while a large backlog gets big chunks (see DEFAULT_CHUNK_SIZE).
 
-import { type ColumnBlock, growI32, growU32 } from './columns.ts';
+import { type ColumnBlock, growI32, growU32, release as releaseBuffer } from './columns.ts';
 
 // 32 MiB: at or above the C allocator's largest mmap threshold, so every chunk is a mapping of its
 // own. Its pages cost RSS only once written, and a dropped chunk goes back to the system whole;
@@ -37,6 +42,11 @@ class Chunk {
     this.buf = new Uint8Array(ab);
     this.words = new Uint32Array(ab);
   }
+}
+
+/** Gives a chunk's memory back now. */
+function release(c: Chunk): void {
+  releaseBuffer(c.buf.buffer as ArrayBuffer);
 }
 
 function recordSize(len: number): number {
@@ -86,6 +96,14 @@ export class BodyStore {
     this.chunkOf.fill(-1, n);
   }
 
+  /** Forgets the slot columns (no slot holds a body): the owner lays them out again with growSlots. */
+  dropSlots(): void {
+    if (this.liveBytes !== 0) throw new Error('bodystore: dropSlots with bodies held');
+    this.chunkOf = new Int32Array(0);
+    this.offOf = new Uint32Array(0);
+    this.lenOf = new Uint32Array(0);
+  }
+
   /** Copies `data` in as the body of `slot` (which must not hold a body). */
   put(slot: number, data: Uint8Array): void {
     if (this.chunkOf[slot] !== -1) throw new Error(`bodystore: slot ${slot} already has a body`);
@@ -114,7 +132,15 @@ export class BodyStore {
     c.live -= size;
     this.chunkOf[slot] = -1;
     if (cid === this.cur) {
-      if (c.live === 0) c.used = 0; // current chunk emptied: just rewind
+      if (c.live === 0) {
+        // Current chunk emptied: rewind, or swap it for a smaller one if it is larger than the
+        // live bytes call for (the end of a burst).
+        c.used = 0;
+        if (c.buf.length > this.nextChunkSize() && !this.compacting) {
+          this.cur = this.newChunk(this.nextChunkSize());
+          this.dropChunk(cid);
+        }
+      }
     } else if (c.live === 0) {
       this.dropChunk(cid);
     } else if (c.live * 4 < c.used) {
@@ -257,6 +283,9 @@ export class BodyStore {
       c = this.spare;
       this.spare = null;
     } else {
+      // A spare of another size would be kept for nothing.
+      if (this.spare) release(this.spare);
+      this.spare = null;
       c = new Chunk(size);
     }
     c.used = 0;
@@ -270,7 +299,8 @@ export class BodyStore {
     const c = this.chunks[cid] as Chunk;
     this.chunks[cid] = null;
     this.freeChunkIds.push(cid);
-    // Keep one to avoid churn, if it is the size the next chunk will be.
+    // Keep one to avoid churn, if it is the size the next chunk will be; give the rest back.
     if (!this.spare && c.buf.length === this.nextChunkSize()) this.spare = c;
+    else release(c);
   }
 }

@@ -71,3 +71,12 @@ export class ColumnBlock {
     return at;
   }
 }
+
+/**
+ * Gives `buf`'s memory back now (detaching it frees the backing store), rather than whenever V8
+ * next runs a full collection: after a burst drains, that may not come for minutes. Every view
+ * of it must be dead.
+ */
+export function release(buf: ArrayBuffer): void {
+  (buf as ArrayBuffer & { transfer?: (n: number) => ArrayBuffer }).transfer?.(0);
+}

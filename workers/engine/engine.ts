@@ -12,7 +12,7 @@
 // columns link BURIED jobs into their tube's FIFO and RESERVED jobs into their connection's
 // list (a job is never both). Bodies live in the slab BodyStore.
 
-import { ColumnBlock, growF64, growI32 } from './columns.ts';
+import { ColumnBlock, growF64, growI32, release } from './columns.ts';
 import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, COUNTERS, Counters } from './counters.ts';
 import { IndexHeap } from './heap.ts';
 import { IdTable } from './idtable.ts';
@@ -44,6 +44,8 @@ export const TOTALS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', 'curr
 
 const NIL = -1;
 const EMPTY = new Uint8Array(0);
+/** A drained engine lays its columns out again at their first size if they grew past this many times it. */
+export const SHRINK_SLOTS_FACTOR = 4;
 
 /** Bytes of engine column storage per job slot (see grow()), without a write-ahead log (its
  *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. */
@@ -91,6 +93,7 @@ export class Engine {
   private fileSeq: Int32Array = new Int32Array(0);
 
   private hwm = 0; // slots [0, hwm) have been handed out at least once
+  private readonly initialSlots: number;
   private freeHead = NIL;
   private live = 0;
 
@@ -133,6 +136,7 @@ export class Engine {
 
   constructor(opts: EngineOptions = {}) {
     const slots = Math.max(16, opts.initialSlots ?? 1024);
+    this.initialSlots = slots;
     this.index = new IdTable(slots);
     this.bodies = new BodyStore(opts.chunkSize ?? DEFAULT_CHUNK_SIZE, 0); // slot columns come with grow()
     this.timers = new IndexHeap(this.timeLess, this.setTimerPos);
@@ -239,6 +243,7 @@ export class Engine {
     this.bodies.free(s);
     this.freeSlot(s);
     this.live--;
+    if (this.live === 0) this.shrinkWhenEmpty();
     return t.id;
   }
 
@@ -911,9 +916,40 @@ export class Engine {
     this.freeHead = s;
   }
 
+  /**
+   * The last job has gone: if the columns grew past SHRINK_SLOTS_FACTOR times their first size (a
+   * burst), lay them out again at that size, so a drained burst gives its memory back. Nothing
+   * points at a slot now (heaps, lists, the id table and the bodies are empty).
+   */
+  private shrinkWhenEmpty(): void {
+    if (this.cap <= this.initialSlots * SHRINK_SLOTS_FACTOR) return;
+    const old = this.ids.buffer as ArrayBuffer;
+    this.ids = new Float64Array(0);
+    this.deadline = new Float64Array(0);
+    this.created = new Float64Array(0);
+    this.pri = new Uint32Array(0);
+    this.tube = new Int32Array(0);
+    this.ttr = new Uint32Array(0);
+    this.delay = new Uint32Array(0);
+    this.heapPos = new Int32Array(0);
+    this.timerPos = new Int32Array(0);
+    this.prev = new Int32Array(0);
+    this.next = new Int32Array(0);
+    this.jobState = new Uint8Array(0);
+    this.counts.adopt(new Uint8Array(0));
+    this.bodies.dropSlots();
+    if (this.fileSeq.length > 0) this.fileSeq = new Int32Array(0); // setFile makes it again
+    this.hwm = 0;
+    this.freeHead = NIL;
+    this.cap = 0;
+    this.grow(this.initialSlots);
+    release(old);
+  }
+
   // Columns grow by doubling: one new block holds every column (8-byte ones first, for
-  // alignment); COLUMN_BYTES_PER_SLOT sums them.
+  // alignment); COLUMN_BYTES_PER_SLOT sums them. The old block's memory is given back at once.
   private grow(cap: number): void {
+    const old = this.cap > 0 ? (this.ids.buffer as ArrayBuffer) : null;
     const b = new ColumnBlock(cap * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES));
     this.ids = b.f64(this.ids, cap);
     this.deadline = b.f64(this.deadline, cap);
@@ -932,5 +968,6 @@ export class Engine {
     if (this.fileSeq.length > 0) this.fileSeq = growI32(this.fileSeq, cap);
     this.index.bind(this.ids);
     this.cap = cap;
+    if (old !== null) release(old);
   }
 }
