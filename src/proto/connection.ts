@@ -123,8 +123,9 @@ export abstract class Connection {
   protected abstract readonly parser: StreamParser;
   private readonly scheduler: ConnectionHost;
 
-  // Replies in command order: slot seq lives at seq % slots.length.
-  private slots: (Buffer | undefined)[] = new Array(64);
+  // Replies in command order: slot seq lives at seq % slots.length (grows by doubling; small
+  // while idle: most connections have one command in flight).
+  private slots: (Buffer | undefined)[] = new Array(4);
   protected slotHead = 0; // seq of the oldest reply not yet sent
   protected slotNext = 0; // seq of the next command
   private out: Buffer[] = []; // sealed output of this turn, in order, before acc

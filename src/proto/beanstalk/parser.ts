@@ -46,6 +46,7 @@ const CR = 13;
 const LF = 10;
 
 // beanstalkd's NAME_CHARS.
+const NO_SCRATCH = new Uint8Array(0);
 const NAME_CHAR = new Uint8Array(256);
 for (const ch of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()') {
   NAME_CHAR[ch.charCodeAt(0)] = 1;
@@ -105,7 +106,8 @@ export class Parser extends StreamParser {
   name = '';
 
   private state = S_COMMAND;
-  private readonly scratch = new Uint8Array(LINE_BYTES_MAX);
+  /** Made when a line first straddles two reads (an idle connection holds none). */
+  private scratch: Uint8Array = NO_SCRATCH;
   private scratchLen = 0;
   private body: Uint8Array | null = null; // a body that straddles reads
   private bodyHave = 0;
@@ -167,6 +169,7 @@ export class Parser extends StreamParser {
         this.windowFull();
         return pos + LINE_BYTES_MAX;
       }
+      if (this.scratch.length === 0) this.scratch = new Uint8Array(LINE_BYTES_MAX);
       this.scratch.set(buf.subarray(pos, end), 0);
       this.scratchLen = end - pos;
       return end;

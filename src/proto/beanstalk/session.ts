@@ -101,11 +101,11 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   // stats: totals gathered from every shard.
   private statsLeft = 0;
   private statsSeq = 0;
-  private readonly statsSum = new Float64Array(TOTALS_FIELDS);
+  private statsSum: Float64Array | null = null; // made on the first stats
   /** For the reply being handled: the change was made but not logged. */
   unlogged = false;
   /** The tube each stats-tube request in flight asked about, by reply slot. */
-  private readonly statsTubes = new Map<number, Tube>();
+  private statsTubes: Map<number, Tube> | null = null; // made on the first stats-tube
 
   constructor(server: BeanstalkServer, connId: number, transport: Transport) {
     super(server.router, connId, transport);
@@ -311,7 +311,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
           return;
         }
         const seq = this.nextSeq();
-        this.statsTubes.set(seq, t);
+        (this.statsTubes ??= new Map()).set(seq, t);
         this.block(B_ANSWER);
         const w = router.pool.request(t.shard, K_STATS_TUBE, this, seq);
         w.header(OP_STATS_TUBE, 0, this.connId, t.id, 0, 0, 0);
@@ -335,7 +335,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         this.statsSeq = this.nextSeq();
         this.block(B_ANSWER);
         this.statsLeft = router.pool.links.length;
-        this.statsSum.fill(0);
+        (this.statsSum ??= new Float64Array(TOTALS_FIELDS)).fill(0);
         for (let s = 0; s < router.pool.links.length; s++) {
           router.pool.request(s, K_TOTALS, this, this.statsSeq).header(OP_TOTALS, 0, this.connId, 0, 0, 0, 0);
           this.sent();
@@ -589,17 +589,18 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   }
 
   onStatsTube(seq: number, buf: Buffer, at: number): void {
-    const t = this.statsTubes.get(seq);
-    this.statsTubes.delete(seq);
+    const tubes = this.statsTubes as Map<number, Tube>;
+    const t = tubes.get(seq);
+    tubes.delete(seq);
     if (t === undefined || replyKind(buf, at) !== R_NUMS) this.complete(seq, REPLY_NOT_FOUND);
     else this.complete(seq, okYaml(formatTubeStats(t, buf, at)));
     this.unblock(B_ANSWER);
   }
 
   onTotals(buf: Buffer, at: number): void {
-    addShardTotals(this.statsSum, buf, at);
+    addShardTotals(this.statsSum as Float64Array, buf, at);
     if (--this.statsLeft === 0) {
-      this.complete(this.statsSeq, okYaml(formatServerStats(this.server, this.statsSum)));
+      this.complete(this.statsSeq, okYaml(formatServerStats(this.server, this.statsSum as Float64Array)));
       this.unblock(B_ANSWER);
     }
   }
