@@ -10,7 +10,7 @@ node_modules: package.json package-lock.json
 	$(NPM) ci || $(NPM) install --no-save
 	@touch node_modules
 
-.PHONY: run test typecheck bench bench-quick bench-durability bench-workq bench-c bench-threads clean
+.PHONY: run test typecheck bench bench-quick bench-durability bench-workq bench-c bench-threads bench-memory clean
 run: node_modules
 	npx node bin/shardstalk.js $(ARGS)
 
@@ -51,3 +51,8 @@ bench-c: node_modules
 THREADS ?= 1 2
 bench-threads: node_modules
 	node_modules/.bin/node bench/cycle-c.ts --servers beanstalkd $(foreach t,$(THREADS),--variant 's$(t)=--shards $(t)') $(ARGS)
+
+# Memory side by side with beanstalkd (issue #15's points: idle, per idle connection, a drained
+# burst, connection churn, tubes that come and go); about 6 min.
+bench-memory: node_modules
+	node_modules/.bin/node bench/memory.ts $(ARGS)
