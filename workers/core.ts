@@ -10,7 +10,8 @@ import {
   OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BEST, OP_PEEK_BURIED, OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT,
   OP_EXPIRE, OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
   OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_RESTORE, R_BEST, R_JOB,
-  R_NONE, R_NUMS, R_OK, R_TUBES, RecordWriter, REPLY_FLAG_UNLOGGED,
+  R_NONE, R_NUMS, R_OK, R_TUBES, RecordWriter, REPLY_FLAG_UNLOGGED, OP_LIST_JOBS, OP_CLEAR_TUBE, LIST_JOBS_MAX,
+  LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS,
 } from '../src/shared/records.ts';
 import type { WalConfig } from './wal/wal.ts';
 import { makeLogger, type Logger } from '../src/log.ts';
@@ -32,6 +33,12 @@ export interface ShardConfig {
 const MIGRATIONS_PER_BATCH = 256;
 /** How long to wait before retrying a log write that failed (disk full, EIO). */
 export const WAL_RETRY_MS = 100;
+
+function growIds(a: Float64Array): Float64Array {
+  const next = new Float64Array(Math.max(1024, a.length * 2));
+  next.set(a);
+  return next;
+}
 
 /** The real file system, except that writes fail with ENOSPC while the test says so. */
 function faultyIo(ctrl: Int32Array): WalIo {
@@ -70,6 +77,8 @@ export class ShardCore {
   /** The workq protocol's jobs of this shard. */
   private readonly workq: WorkqOps;
   private readonly nums = new Float64Array(16);
+  /** OP_CLEAR_TUBE's deleted ids (grows to CLEAR_JOBS_MAX at most). */
+  private clearIds: Float64Array = new Float64Array(0);
   private tubeScratch = new Int32Array(64);
   // Clock events of one batch, deduplicated per tube.
   private readyMark = new Uint8Array(64);
@@ -122,6 +131,42 @@ export class ShardCore {
     this.out.header(R_JOB, 8 + body.length, 0, this.engine.tubeOf(id), more, 0, id);
     this.out.f64(deadlineMs);
     this.out.bytes(body, 0, body.length);
+  }
+
+  /** Deletes job `id` as `delete` does (a reserved job only for its holder `conn`) and logs it; its tube, or -1. */
+  private deleteLogged(id: number, conn: number): number {
+    const engine = this.engine;
+    const fullSeq = engine.fileOf(id);
+    const fullBytes = fullRecordBytes((this.tubeNames[engine.tubeOf(id)] ?? '').length, engine.body(id).length);
+    const tube = engine.deleteJob(id, conn);
+    if (tube >= 0) this.wal?.appendDelete(id, fullSeq, fullBytes);
+    return tube;
+  }
+
+  /** R_JOB_LIST: one page of a tube's jobs in one state (Engine.listJobs), each with stats-job's figures and a preview. */
+  private listJobs(tube: number, state: number, limit: number, cursorKey: number, cursorId: number, now: number): void {
+    const engine = this.engine;
+    const out = this.out;
+    const more = engine.listJobs(tube, state, cursorKey, cursorId, limit);
+    const ids = engine.lastListed;
+    const nums = this.nums;
+    let bytes = 0;
+    for (let i = 0; i < ids.length; i++) bytes += LIST_FIELDS * 8 + Math.min(LIST_PREVIEW_BYTES, engine.body(ids[i]).length);
+    out.header(R_JOB_LIST, bytes, 0, ids.length, more ? 1 : 0, 0, 0);
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i];
+      engine.jobStats(id, now, nums); // id, tube, state, pri, age, delay, ttr, time-left, 5 counters, file
+      const body = engine.body(id);
+      const preview = Math.min(LIST_PREVIEW_BYTES, body.length);
+      out.f64(id);
+      out.f64(nums[3]);
+      out.f64(nums[2]);
+      for (let k = 4; k <= 12; k++) out.f64(nums[k]); // age, delay, ttr, time-left, the counters
+      out.f64(body.length);
+      out.f64(engine.listKey(id));
+      out.f64(preview);
+      out.bytes(body, 0, preview);
+    }
   }
 
   private replyNums(count: number): void {
@@ -322,18 +367,31 @@ export class ShardCore {
       }
       // Replies about one job echo its id, so the main thread can update what the connection holds.
       case OP_DELETE: {
-        const fullSeq = engine.fileOf(id);
-        const fullBytes = fullRecordBytes((this.tubeNames[engine.tubeOf(id)] ?? '').length, engine.body(id).length);
-        const tube = engine.deleteJob(id, conn);
+        const tube = this.deleteLogged(id, conn);
         if (tube < 0) {
           out.header(R_NONE, 0, 0, 0, 0, 0, id);
           return;
         }
-        if (wal !== null) {
-          wal.appendDelete(id, fullSeq, fullBytes);
-          logged.mark(out.len);
-        }
+        if (wal !== null) logged.mark(out.len);
         out.header(R_OK, 0, 0, 0, tube, 0, id);
+        return;
+      }
+      case OP_LIST_JOBS:
+        this.listJobs(a, b, Math.min(c, LIST_JOBS_MAX), buf.readDoubleLE(at + HEADER_BYTES), id, now);
+        return;
+      case OP_CLEAR_TUBE: {
+        // Up to c jobs deleted exactly as `delete` deletes them (each logged), their ids in the
+        // reply so the main thread forgets them; the caller asks again while some remain.
+        const max = Math.min(c, CLEAR_JOBS_MAX);
+        let n = 0;
+        for (let got = engine.clearCandidate(a, b); got !== 0 && n < max; got = engine.clearCandidate(a, b)) {
+          this.deleteLogged(got, 0);
+          if (n === this.clearIds.length) this.clearIds = growIds(this.clearIds);
+          this.clearIds[n++] = got;
+        }
+        if (n > 0 && wal !== null) logged.mark(out.len);
+        out.header(R_IDS, n * 8, 0, n, engine.clearCandidate(a, b) !== 0 ? 1 : 0, a, 0);
+        for (let i = 0; i < n; i++) out.f64(this.clearIds[i]);
         return;
       }
       case OP_RELEASE: {

@@ -50,6 +50,38 @@ export const OP_EXPIRE = 27; //        conn, b=reserves, id: the main thread has
 //                                     E_TIMED_OUT; it goes back to ready unless conn deleted, released or buried it first
 export const OP_RESERVE_BOUNDED = 26; // conn, a=tube count, b=bound pri, id=bound id (0: none); payload u32[count] tube ids:
 //                                     reserve the best ready job of these tubes if it comes before (b, id), else R_NONE
+export const OP_LIST_JOBS = 28; //      a=tube, b=state (1 ready, 2 reserved, 3 delayed, 4 buried), c=limit (<= LIST_JOBS_MAX),
+//                                     id=cursor id (0: from the start); payload f64 cursor key (listKey of the last job
+//                                     seen): one page of the tube's jobs in that state, in the state's order (R_JOB_LIST)
+export const OP_CLEAR_TUBE = 29; //    a=tube, b=states (CLEAR_* bits), c=most jobs to delete (<= CLEAR_JOBS_MAX): deletes
+//                                     them as `delete` does, logged; R_IDS a=count, b=1 if jobs remain in those states
+/** Most jobs one OP_LIST_JOBS page holds. */
+export const LIST_JOBS_MAX = 1000;
+/** Body bytes an OP_LIST_JOBS item carries at most (its preview). */
+export const LIST_PREVIEW_BYTES = 64;
+/** Most jobs one OP_CLEAR_TUBE deletes; the caller asks again while jobs remain, so other requests interleave. */
+export const CLEAR_JOBS_MAX = 10_000;
+/** OP_CLEAR_TUBE's states. Reserved jobs are never cleared (see README, "JSON API"). */
+export const CLEAR_READY = 1;
+export const CLEAR_DELAYED = 2;
+export const CLEAR_BURIED = 4;
+/** f64 fields of one R_JOB_LIST item (LIST_*), then LIST_PREVIEW_LEN preview bytes. */
+export const LIST_ID = 0;
+export const LIST_PRI = 1;
+export const LIST_STATE = 2;
+export const LIST_AGE = 3; //       seconds, as stats-job
+export const LIST_DELAY = 4; //     seconds, as stats-job
+export const LIST_TTR = 5;
+export const LIST_TIME_LEFT = 6; // seconds, as stats-job
+export const LIST_RESERVES = 7;
+export const LIST_TIMEOUTS = 8;
+export const LIST_RELEASES = 9;
+export const LIST_BURIES = 10;
+export const LIST_KICKS = 11;
+export const LIST_BODY_BYTES = 12;
+export const LIST_KEY = 13; //      the cursor key: ready pri, delayed deadline (ms), buried FIFO stamp, reserved 0
+export const LIST_PREVIEW_LEN = 14;
+export const LIST_FIELDS = 15;
 
 // workq requests (the workq protocol's jobs live in the same shards, in workers/engine/workq.ts).
 // `id` is the job's internal id: a number the main thread hands out per workq job (never reused),
@@ -103,6 +135,8 @@ export const R_JOB = 3; //    a = tube, b = 1 if more ready jobs remain in the t
 export const R_BEST = 4; //   b = pri, id@24
 export const R_NUMS = 5; //   a = count; payload f64[count]
 export const R_TUBES = 6; //  a = count released, b = tube count; payload u32[b] tubes that gained ready jobs
+export const R_JOB_LIST = 8; // a = count, b = 1 if more jobs follow this page; payload count x (f64[LIST_FIELDS], preview bytes)
+export const R_IDS = 9; //      a = count, b = 1 if jobs remain, c = tube; payload f64[count] ids (OP_CLEAR_TUBE: the ids deleted)
 
 // R_NUMS payloads by request, f64 number i (read with payloadF64).
 // OP_TOTALS: this shard's jobs by state and job timeouts, then its write-ahead log's figures.
@@ -215,6 +249,34 @@ export const wqJobUuidAt = (at: number): number => at + HEADER_BYTES;
 export const wqJobPayloadAt = (at: number): number => at + HEADER_BYTES + 16;
 /** R_JOB with a workq result: whether the job succeeded (the result is the payload). */
 export const wqResultSuccess = (b: Buffer, at: number): boolean => b.readUInt32LE(at + 16) !== 0;
+/** R_JOB_LIST / R_IDS: how many items follow; whether more remain after them. */
+export const listCount = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+export const listMore = (b: Buffer, at: number): boolean => b.readUInt32LE(at + 16) !== 0;
+/** R_IDS: the tube, and id `i`. */
+export const idsTube = (b: Buffer, at: number): number => b.readUInt32LE(at + 20);
+export const idsAt = (b: Buffer, at: number, i: number): number => b.readDoubleLE(at + HEADER_BYTES + i * 8);
+
+/** One R_JOB_LIST item (read off the hot path, so an object each). */
+export interface ListedJob {
+  readonly fields: Float64Array;
+  readonly preview: Buffer;
+}
+/** R_JOB_LIST's items, in order (the previews are copies). */
+export function readJobList(b: Buffer, at: number): ListedJob[] {
+  const n = listCount(b, at);
+  const items: ListedJob[] = [];
+  let p = at + HEADER_BYTES;
+  for (let i = 0; i < n; i++) {
+    const fields = new Float64Array(LIST_FIELDS);
+    for (let k = 0; k < LIST_FIELDS; k++) fields[k] = b.readDoubleLE(p + k * 8);
+    p += LIST_FIELDS * 8;
+    const len = fields[LIST_PREVIEW_LEN];
+    items.push({ fields, preview: Buffer.from(b.subarray(p, p + len)) });
+    p += len;
+  }
+  return items;
+}
+
 /** R_WQ_JOBS: how many jobs follow. */
 export const wqJobsCount = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
 

@@ -65,6 +65,8 @@ export class Engine {
   /** Pri and tube of the job chosen by the last successful peekBest. */
   lastPri = 0;
   lastTube = -1;
+  /** Ids the last listJobs chose, in order (view, valid until the next call). */
+  lastListed: Float64Array = new Float64Array(0);
   /** Distinct tubes that gained ready jobs in the last releaseConn (view, valid until the next call). */
   lastTubes: Int32Array = new Int32Array(0);
   /** Ids the last kick() moved to READY, in order (view, valid until the next kick). */
@@ -114,6 +116,8 @@ export class Engine {
   private jobTimeouts = 0;
   private expiredCt = 0; // RESERVED jobs past their TTR, waiting for expire() (out of the timer heap)
   private seq = 0; // stamps tubes to report each at most once per tick/releaseConn
+  private buryStamp = 0; // the last buried job's stamp (in its deadline column)
+  private listBuf: Float64Array = new Float64Array(64);
   private tubesBuf: Int32Array = new Int32Array(8);
 
   // Heap callbacks, created once and shared by every heap so call sites stay monomorphic.
@@ -389,6 +393,81 @@ export class Engine {
     }
     this.tubes.delete(tube);
     return true;
+  }
+
+  // ---------------------------------------------------------------- admin (paged, never the whole tube at once)
+
+  /**
+   * One page of `tube`'s jobs in `state`, in that state's order: READY by (pri, id), DELAYED by
+   * (deadline, id), BURIED oldest first (kick order), RESERVED by id. The page starts after the
+   * job the cursor names (cursorId 0: at the start), by its place in that order (cursorKey: its
+   * listKey when it was listed), so jobs that left meanwhile do not shift the page. Up to `limit`
+   * ids go to lastListed; returns whether more jobs follow them.
+   *
+   * Cost: a ready or delayed page walks the heap best first, O((skipped + limit) log) (the first
+   * page: O(limit log limit)); past a budget it scans the heap once with a bounded selection,
+   * O(n log limit). Buried: O(skipped + limit) down the FIFO. Reserved: the shard's reserved jobs.
+   */
+  listJobs(tube: number, state: number, cursorKey: number, cursorId: number, limit: number): boolean {
+    const t = this.tubes.get(tube);
+    const want = limit + 1;
+    const got: number[] = [];
+    if (t !== undefined && limit > 0) {
+      if (state === READY || state === DELAYED) {
+        const pri = this.pri;
+        const deadline = this.deadline;
+        const ids = this.ids;
+        const after = cursorId === 0 ? null
+          : state === READY
+            ? (x: number): boolean => pri[x] > cursorKey || (pri[x] === cursorKey && ids[x] > cursorId)
+            : (x: number): boolean => deadline[x] > cursorKey || (deadline[x] === cursorKey && ids[x] > cursorId);
+        selectFromHeap(state === READY ? t.ready : t.delay, state === READY ? this.readyLess : this.timeLess, after, want, got);
+      } else if (state === BURIED) {
+        let s = t.buriedHead;
+        if (cursorId !== 0) while (s !== NIL && this.deadline[s] <= cursorKey) s = this.next[s];
+        for (; s !== NIL && got.length < want; s = this.next[s]) got.push(s);
+      } else if (state === RESERVED && t.reserved > 0) {
+        const ids = this.ids;
+        const byId = (a: number, b: number): boolean => ids[a] < ids[b];
+        const best = new SlotHeap((a, b) => byId(b, a)); // the largest of the best `want` on top
+        for (const head of this.connHead.values()) {
+          for (let s = head; s !== NIL; s = this.next[s]) {
+            if (this.tube[s] !== tube || ids[s] <= cursorId) continue;
+            if (best.size < want) best.push(s);
+            else if (byId(s, best.top())) best.replaceTop(s);
+          }
+        }
+        best.drainSorted(byId, got);
+      }
+    }
+    const n = Math.min(limit, got.length);
+    if (this.listBuf.length < n) this.listBuf = new Float64Array(Math.max(n, this.listBuf.length * 2));
+    for (let i = 0; i < n; i++) this.listBuf[i] = this.ids[got[i]];
+    this.lastListed = this.listBuf.subarray(0, n);
+    return got.length > limit;
+  }
+
+  /** Job `id`'s place in its state's listing order (listJobs' cursorKey): READY its pri, DELAYED its
+   *  deadline, BURIED its FIFO stamp, RESERVED 0 (ordered by id alone). */
+  listKey(id: number): number {
+    const s = this.index.get(id);
+    if (s === NIL) return 0;
+    const st = this.jobState[s];
+    return st === READY ? this.pri[s] : st === DELAYED || st === BURIED ? this.deadline[s] : 0;
+  }
+
+  /**
+   * The next job a clear of `tube` deletes, among the states in `mask` (READY 1, DELAYED 2,
+   * BURIED 4 bits, as CLEAR_* in records.ts; reserved jobs never): the last of a heap (its removal
+   * moves nothing) or the oldest buried job. Its id, or 0 when none is left.
+   */
+  clearCandidate(tube: number, mask: number): number {
+    const t = this.tubes.get(tube);
+    if (t === undefined) return 0;
+    if ((mask & 4) !== 0 && t.buriedHead !== NIL) return this.ids[t.buriedHead];
+    if ((mask & 2) !== 0 && t.delay.size > 0) return this.ids[t.delay.items[t.delay.size - 1]];
+    if ((mask & 1) !== 0 && t.ready.size > 0) return this.ids[t.ready.items[t.ready.size - 1]];
+    return 0;
   }
 
   // ---------------------------------------------------------------- queries
@@ -864,6 +943,9 @@ export class Engine {
 
   private enterBuried(s: number, t: Tube): void {
     this.jobState[s] = BURIED;
+    // A buried job has no deadline: the column holds its place in the buried FIFOs instead (the
+    // list is in stamp order, so listJobs' cursor can find its place after the job it names left).
+    this.deadline[s] = ++this.buryStamp;
     this.prev[s] = t.buriedTail;
     this.next[s] = NIL;
     if (t.buriedTail !== NIL) this.next[t.buriedTail] = s;
@@ -969,5 +1051,108 @@ export class Engine {
     this.index.bind(this.ids);
     this.cap = cap;
     if (old !== null) release(old);
+  }
+}
+
+/** A binary heap of slots on a plain array (listJobs' page selection; never on the hot path). */
+class SlotHeap {
+  readonly items: number[] = [];
+  private readonly less: (a: number, b: number) => boolean;
+
+  constructor(less: (a: number, b: number) => boolean) {
+    this.less = less;
+  }
+
+  get size(): number {
+    return this.items.length;
+  }
+
+  top(): number {
+    return this.items[0];
+  }
+
+  push(x: number): void {
+    const a = this.items;
+    let i = a.length;
+    a.push(x);
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!this.less(x, a[p])) break;
+      a[i] = a[p];
+      i = p;
+    }
+    a[i] = x;
+  }
+
+  pop(): number {
+    const a = this.items;
+    const top = a[0];
+    const last = a.pop() as number;
+    if (a.length > 0) this.down(last);
+    return top;
+  }
+
+  replaceTop(x: number): void {
+    this.down(x);
+  }
+
+  /** Appends the items to `out` in `order`, emptying the heap. */
+  drainSorted(order: (a: number, b: number) => boolean, out: number[]): void {
+    const all = this.items.splice(0);
+    all.sort((a, b) => (order(a, b) ? -1 : order(b, a) ? 1 : 0));
+    for (const x of all) out.push(x);
+  }
+
+  private down(x: number): void {
+    const a = this.items;
+    const n = a.length;
+    let i = 0;
+    for (;;) {
+      let c = 2 * i + 1;
+      if (c >= n) break;
+      if (c + 1 < n && this.less(a[c + 1], a[c])) c++;
+      if (!this.less(a[c], x)) break;
+      a[i] = a[c];
+      i = c;
+    }
+    a[i] = x;
+  }
+}
+
+/**
+ * The first `want` slots of heap `h` in `less` order that come after the cursor (`after` null:
+ * from the start), appended to `out` in order. Walks the heap best first (a frontier of
+ * positions), so a page near the front costs O((skipped + want) log); once the walk has visited
+ * more than a budget it scans the whole heap instead with a bounded selection, O(n log want).
+ */
+function selectFromHeap(h: IndexHeap, less: (a: number, b: number) => boolean, after: ((s: number) => boolean) | null,
+  want: number, out: number[]): void {
+  const items = h.items;
+  const size = h.size;
+  if (size === 0) return;
+  const budget = Math.max(4 * want, size >> 3);
+  const frontier = new SlotHeap((p, q) => less(items[p], items[q]));
+  frontier.push(0);
+  let visited = 0;
+  while (frontier.size > 0 && out.length < want) {
+    const p = frontier.pop();
+    const s = items[p];
+    if (after === null || after(s)) out.push(s);
+    else if (++visited > budget) {
+      // Deep in the heap: one scan is cheaper than walking to the cursor.
+      out.length = 0;
+      const best = new SlotHeap((a, b) => less(b, a)); // the last of the best `want` on top
+      for (let i = 0; i < size; i++) {
+        const x = items[i];
+        if (!after(x)) continue;
+        if (best.size < want) best.push(x);
+        else if (less(x, best.top())) best.replaceTop(x);
+      }
+      best.drainSorted(less, out);
+      return;
+    }
+    const c = 2 * p + 1;
+    if (c < size) frontier.push(c);
+    if (c + 1 < size) frontier.push(c + 1);
   }
 }
