@@ -25,6 +25,7 @@ Options:
  --http HOST:PORT  serve /metrics (Prometheus), /healthz and /readyz over HTTP there (default is
               ${HOST_DEFAULT}:${HTTP_PORT_DEFAULT}; if that default port is taken, shardstalk warns and goes on without)
  --no-http    do not serve HTTP
+ --http-token TOKEN  the JSON API's token for state-changing requests (default: one made at start, logged once)
  --http-metrics-tubes N  per-tube series in /metrics for at most N tubes (default is ${HTTP_METRICS_TUBES_DEFAULT})
  --shards N   queue shards; the first runs on the connections' thread, each other one on a thread
               of its own (default: cores - 1, at least 1; here ${shardsDefault()})
@@ -67,6 +68,7 @@ try {
       http: { type: 'string' },
       'no-http': { type: 'boolean' },
       'http-metrics-tubes': { type: 'string' },
+      'http-token': { type: 'string' },
       V: { type: 'boolean', multiple: true },
       v: { type: 'boolean' },
       version: { type: 'boolean' },
@@ -100,6 +102,7 @@ if (o['no-workq'] && o['workq-listen'] !== undefined) fail('--no-workq and --wor
 const workqExplicit = o['workq-listen'] !== undefined;
 const workq = o['no-workq'] ? null : workqExplicit ? hostPort('--workq-listen', o['workq-listen'] as string) : { host: HOST_DEFAULT, port: WORKQ_PORT_DEFAULT };
 if (o['no-http'] && o.http !== undefined) fail('--no-http and --http contradict each other');
+if (o['http-token'] !== undefined && !/^[\x21-\x7e]{16,}$/.test(o['http-token'] as string)) fail('--http-token must be at least 16 printable ASCII characters without spaces');
 const httpExplicit = o.http !== undefined;
 const http = o['no-http'] ? null : httpExplicit ? hostPort('--http', o.http as string) : { host: HOST_DEFAULT, port: HTTP_PORT_DEFAULT };
 
@@ -120,6 +123,7 @@ const server = await startServer({
   workqOptional: !workqExplicit,
   http,
   httpOptional: !httpExplicit,
+  httpToken: o['http-token'],
   httpMetricsTubes: intArg('--http-metrics-tubes', o['http-metrics-tubes'], 0, 1_000_000) ?? HTTP_METRICS_TUBES_DEFAULT,
   logger: log,
 }).catch((err: Error) => {

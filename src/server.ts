@@ -63,6 +63,8 @@ export interface ServerOptions {
   http?: { host: string; port: number } | null;
   /** When the HTTP address cannot be bound (the default port taken), warn and go on without it. */
   httpOptional?: boolean;
+  /** The JSON API's token (--http-token); made at start and logged once when not given. */
+  httpToken?: string;
   /** Tubes that get per-tube series in /metrics, at most (default HTTP_METRICS_TUBES_DEFAULT). */
   httpMetricsTubes?: number;
   /** Test hook: called once the HTTP port listens, before the log is read; the start waits for what it returns (so a test sees /readyz answer 503). */
@@ -81,6 +83,8 @@ export interface RunningServer {
   readonly workqPort: number | null;
   /** The HTTP port (/metrics, /healthz, /readyz), or null when it is off. */
   readonly httpPort: number | null;
+  /** The JSON API's token, or null when HTTP is off. */
+  readonly httpToken: string | null;
   /** Drain mode (SIGUSR1): puts are answered DRAINING. */
   drain(): void;
   close(): Promise<void>;
@@ -92,7 +96,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   let ops: OpsHttp | null = null;
   let httpPort: number | null = null;
   if (opts.http) {
-    ops = new OpsHttp(log, opts.httpMetricsTubes ?? HTTP_METRICS_TUBES_DEFAULT);
+    ops = new OpsHttp(log, opts.httpMetricsTubes ?? HTTP_METRICS_TUBES_DEFAULT, opts.httpToken);
     try {
       httpPort = await ops.listen(opts.http.host, opts.http.port);
     } catch (err) {
@@ -202,7 +206,7 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
   }
   if (ops !== null) {
     ops.ready(beanstalk);
-    log.info({ host: opts.http?.host, port: httpPort }, 'listening (http: /metrics /healthz /readyz)');
+    log.info({ host: opts.http?.host, port: httpPort }, 'listening (http: /metrics /healthz /readyz /api)');
   }
   const sockets = new Set<net.Socket>();
   const track = (s: net.Socket): void => {
@@ -219,6 +223,7 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
     beanstalk,
     workqPort,
     httpPort,
+    httpToken: ops === null ? null : ops.token,
     drain() {
       beanstalk.draining = true;
       log.info('drain mode: new jobs are refused');

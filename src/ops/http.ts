@@ -1,10 +1,11 @@
 // The operations port (--http): /metrics for Prometheus, /healthz and /readyz for supervisors and
-// load balancers. node:http and nothing else; every answer is made on request (a scrape asks the
+// load balancers, and /api/ (src/ops/api.ts: the JSON API). node:http and nothing else; every answer is made on request (a scrape asks the
 // shards then), so nothing here costs the queues anything between requests.
 
 import http from 'node:http';
 import type { Logger } from '../log.ts';
 import type { BeanstalkServer } from '../proto/beanstalk/server.ts';
+import { generateToken, isLoopback, JsonApi } from './api.ts';
 import { gather } from './gather.ts';
 import { METRICS_CONTENT_TYPE, renderMetrics } from './metrics.ts';
 import { threadCpu } from './threads.ts';
@@ -32,14 +33,22 @@ export class OpsHttp {
   private readonly tubesMax: number;
   private readonly log: Logger;
 
-  constructor(log: Logger, tubesMax: number) {
+  /** The JSON API's token (--http-token, or one made at start). */
+  readonly token: string;
+  private readonly tokenGenerated: boolean;
+  private api: JsonApi | null = null;
+
+  constructor(log: Logger, tubesMax: number, token?: string) {
     this.log = log;
     this.tubesMax = tubesMax;
+    this.tokenGenerated = token === undefined;
+    this.token = token ?? generateToken();
     this.server = http.createServer((req, res) => this.handle(req, res));
   }
 
   /** Binds; rejects when the address cannot be bound (EADDRINUSE, EADDRNOTAVAIL...). */
   listen(host: string, port: number): Promise<number> {
+    this.api = new JsonApi(this.token, isLoopback(host));
     return new Promise((resolve, reject) => {
       const onError = (err: Error): void => reject(err);
       this.server.once('error', onError);
@@ -47,6 +56,8 @@ export class OpsHttp {
         this.server.off('error', onError);
         this.server.on('error', (err) => this.log.error({ err: err.message }, 'http server error'));
         const a = this.server.address();
+        // Once, and only when made here: whoever passed --http-token knows it already.
+        if (this.tokenGenerated) this.log.info({ token: this.token }, 'http api token (state-changing requests send it as Authorization: Bearer; --http-token sets it)');
         resolve(typeof a === 'object' && a !== null ? a.port : port);
       });
     });
@@ -78,6 +89,10 @@ export class OpsHttp {
 
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const path = (req.url ?? '/').split('?')[0];
+    if (path.startsWith('/api/') && this.api !== null) {
+      this.api.handle(req, res, this.phase === 'serving' && this.beanstalk !== null ? this.beanstalk.router : null);
+      return;
+    }
     if (path !== '/metrics' && path !== '/healthz' && path !== '/readyz') {
       text(res, 404, 'not found\n');
       return;
