@@ -106,3 +106,17 @@ describe('IndexHeap', () => {
     expect(() => heap.removeAt(1)).toThrow(RangeError);
   });
 });
+
+describe('IndexHeap memory', () => {
+  it('a heap that never held anything has no items array of its own, and works once used', () => {
+    const keys = [5, 3, 9];
+    const pos = new Int32Array(3).fill(-1);
+    const a = new IndexHeap((x, y) => keys[x] < keys[y], (s, p) => (pos[s] = p));
+    const b = new IndexHeap((x, y) => keys[x] < keys[y], (s, p) => (pos[s] = p));
+    expect(a.items.byteLength).toBe(0);
+    expect(a.items).toBe(b.items); // one shared empty array
+    for (const s of [0, 1, 2]) a.push(s);
+    expect([a.pop(), a.pop(), a.pop(), a.pop()]).toEqual([1, 0, 2, -1]);
+    expect(b.items.byteLength).toBe(0); // b is untouched
+  });
+});

@@ -9,6 +9,9 @@ export type Less = (a: number, b: number) => boolean;
 export type SetPos = (slot: number, pos: number) => void;
 
 const MIN_CAPACITY = 8;
+/** The items of every heap that has never held anything (a tube that only ever had buried or
+ *  delayed jobs, or none yet): tubes come and go by the thousand, each with two heaps. */
+const NO_ITEMS = new Int32Array(0);
 const SHRINK_ABOVE = 64; // small heaps never shrink: not worth the copy
 
 export class IndexHeap {
@@ -20,7 +23,7 @@ export class IndexHeap {
   constructor(less: Less, setPos: SetPos, capacity = MIN_CAPACITY) {
     this.less = less;
     this.setPos = setPos;
-    this.items = new Int32Array(Math.max(MIN_CAPACITY, capacity));
+    this.items = capacity > MIN_CAPACITY ? new Int32Array(capacity) : NO_ITEMS;
   }
 
   /** The smallest slot, or -1 when empty. */
