@@ -4,6 +4,7 @@
 // JSON only, Origin), and a large clear that leaves another connection's cycle answered.
 
 import http from 'node:http';
+import pino from 'pino';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
@@ -166,6 +167,14 @@ describe('JSON API: reading', () => {
     expect((await call(port, '/api/tubes/none/jobs')).status).toBe(404);
   });
 
+  it('a token given is never logged', async (ctx) => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'trace' }, { write: (line: string) => void lines.push(line) });
+    await start(ctx, { logger });
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.filter((l) => l.includes(TOKEN))).toEqual([]);
+  });
+
   it('GETs need the token when the port is not on loopback', async (ctx) => {
     const srv = await start(ctx, { http: { host: '0.0.0.0', port: 0 } });
     const port = srv.httpPort!;
@@ -175,11 +184,16 @@ describe('JSON API: reading', () => {
     expect((await call(port, '/healthz')).status).toBe(200); // the probes stay open
   });
 
-  it('makes a token when none is given', async (ctx) => {
-    const srv = await start(ctx, { httpToken: undefined });
+  it('makes a token when none is given, and logs it once at info level', async (ctx) => {
+    const lines: { level: number; msg: string; token?: string }[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const srv = await start(ctx, { httpToken: undefined, logger });
     const token = srv.httpToken!;
     expect(token.length).toBeGreaterThanOrEqual(24);
     expect(token).not.toBe(TOKEN);
+    const told = lines.filter((l) => l.token !== undefined);
+    expect(told).toMatchObject([{ level: 30, token }]);
+    expect(lines.filter((l) => JSON.stringify(l).includes(token)).length).toBe(1);
     const c = await client(ctx, srv.port);
     await c.request('use t');
     await putForId(c, 'x');
