@@ -480,6 +480,7 @@ export class ShardCore {
         return;
       case OP_DROP_TUBE:
         engine.dropTube(a);
+        this.tubeNames[a] = ''; // a dropped tube holds no job, so no log record names it again
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
       case OP_TUBE_NAME:
