@@ -19,6 +19,7 @@ import { Engine } from './engine/engine.ts';
 import { WorkqOps } from './workq-ops.ts';
 import { fullRecordBytes, nodeIo, Wal, WalWriteError, type WalIo } from './wal/index.ts';
 import { LoggedReplies } from './wal/logged.ts';
+import { observe } from '../src/shared/histogram.ts';
 
 /** What a shard is made with. */
 export interface ShardConfig {
@@ -27,6 +28,8 @@ export interface ShardConfig {
   logLevel?: string;
   /** Test hook: Int32 word 0 = how many coming log writes fail with ENOSPC (as a full disk). */
   walFaults?: SharedArrayBuffer;
+  /** Where the log's fsync durations go (src/shared/histogram.ts; /metrics reads it). */
+  fsyncHistogram?: Float64Array;
 }
 
 /** Live jobs moved out of the oldest log segment per batch (compaction runs a little at a time). */
@@ -38,6 +41,19 @@ function growIds(a: Float64Array): Float64Array {
   const next = new Float64Array(Math.max(1024, a.length * 2));
   next.set(a);
   return next;
+}
+
+/** `io` with each fdatasync's duration observed into `h` (if given). */
+function timedSyncs(io: WalIo, h: Float64Array | undefined): WalIo {
+  if (h === undefined) return io;
+  return {
+    ...io,
+    fdatasyncSync(fd) {
+      const t = performance.now();
+      io.fdatasyncSync(fd);
+      observe(h, (performance.now() - t) / 1000);
+    },
+  };
 }
 
 /** The real file system, except that writes fail with ENOSPC while the test says so. */
@@ -110,7 +126,7 @@ export class ShardCore {
           generation: config.wal.generation,
           sync: config.wal.sync,
           segmentBytesMax: config.wal.segmentBytesMax,
-          io: config.walFaults ? faultyIo(new Int32Array(config.walFaults)) : nodeIo,
+          io: timedSyncs(config.walFaults ? faultyIo(new Int32Array(config.walFaults)) : nodeIo, config.fsyncHistogram),
         })
       : null;
     this.logged = new LoggedReplies(this.wal !== null);

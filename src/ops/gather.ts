@@ -25,6 +25,9 @@ export interface ShardFigures {
   readonly ringToShardBytes: number | null;
   readonly ringFromShardBytes: number | null;
   readonly ringCapacityBytes: number | null;
+  /** Copies, taken as the scrape starts: log fsync durations, and round trips to a shard on a thread of its own (null for the shard here). */
+  readonly fsyncs: Float64Array;
+  readonly hops: Float64Array | null;
 }
 
 export interface TubeFigures {
@@ -77,6 +80,8 @@ export function gather(server: BeanstalkServer, tubesMax: number): Promise<Figur
         ringToShardBytes: to === null ? null : to.readable(),
         ringFromShardBytes: from === null ? null : from.readable(),
         ringCapacityBytes: to === null ? null : to.capacity,
+        fsyncs: link.fsyncs.slice(),
+        hops: link.hops === null ? null : link.hops.slice(),
       };
     });
     const all = router.tubes.all.items;

@@ -16,9 +16,10 @@ import {
   TOTALS_RESERVED, TOTALS_URGENT,
 } from '../shared/records.ts';
 import type { Figures } from './gather.ts';
+import { cumulative } from '../shared/histogram.ts';
 import type { ThreadCpu } from './threads.ts';
 
-export type MetricType = 'counter' | 'gauge' | 'untyped';
+export type MetricType = 'counter' | 'gauge' | 'untyped' | 'histogram';
 
 export interface MetricDef {
   readonly name: string;
@@ -234,4 +235,23 @@ function writeShards(w: ExpositionWriter, f: Figures): void {
   perShard('shardstalk_shard_ring_to_shard_bytes', 'gauge', 'Bytes in the ring to each shard on a thread of its own, not yet read by it.', (s) => s.ringToShardBytes);
   perShard('shardstalk_shard_ring_from_shard_bytes', 'gauge', 'Bytes in the ring from each shard on a thread of its own, not yet read by the connections\' thread.', (s) => s.ringFromShardBytes);
   perShard('shardstalk_shard_ring_capacity_bytes', 'gauge', 'Capacity of each ring (each way) of a shard on a thread of its own.', (s) => s.ringCapacityBytes);
+
+  // Latency histograms, observed per batch where it happens (src/shared/histogram.ts).
+  const histogram = (name: string, help: string, value: (s: Figures['shards'][number]) => Float64Array | null): void => {
+    const d = def(name, 'histogram', help);
+    let headed = false;
+    for (const s of f.shards) {
+      const h = value(s);
+      if (h === null) continue;
+      if (!headed) w.family(d);
+      headed = true;
+      const c = cumulative(h);
+      for (const [le, n] of c.buckets) w.sample(`${name}_bucket`, n, { shard: s.index, le: String(le) });
+      w.sample(`${name}_bucket`, c.count, { shard: s.index, le: '+Inf' });
+      w.sample(`${name}_sum`, c.sum, { shard: s.index });
+      w.sample(`${name}_count`, c.count, { shard: s.index });
+    }
+  };
+  histogram('shardstalk_shard_hop_seconds', 'Round trips to a shard on a thread of its own: from a batch of requests entering its ring to the first replies read after it (one observation per batch; none for the shard on the connections\' thread).', (s) => s.hops);
+  histogram('shardstalk_shard_fsync_seconds', 'Write-ahead log fdatasync durations, per shard (-b).', (s) => s.fsyncs);
 }

@@ -15,6 +15,7 @@ import { Doorbell } from '../shared/doorbell.ts';
 import { isEvent, RecordReader, RecordWriter, replyKind } from '../shared/records.ts';
 import { Ring } from '../shared/ring.ts';
 import { ShardCore, type ShardConfig } from '../../workers/core.ts';
+import { newHistogram, observe } from '../shared/histogram.ts';
 import { NO_REPLY, PendingFifo, type ReplyTarget } from './pending.ts';
 
 export { NO_REPLY, type ReplyTarget };
@@ -52,6 +53,10 @@ interface ShardLink {
   /** Hands queued requests to the shard (what does not fit waits for the next call). */
   flush(): void;
   close(): Promise<void>;
+  /** The shard's log fsync durations (src/shared/histogram.ts), written where the shard runs. */
+  readonly fsyncs: Float64Array;
+  /** Round trips to a shard on a thread of its own: from a batch entering its ring to the first replies read after it; null for the shard here (no hop). */
+  readonly hops: Float64Array | null;
 }
 
 /** A shard on a worker thread of its own, behind a ring each way. */
@@ -68,9 +73,14 @@ class ThreadShard implements ShardLink {
   /** Bytes of writer already copied into the ring. */
   private flushed = 0;
   readonly started: Promise<void>;
+  readonly fsyncs: Float64Array;
+  readonly hops = newHistogram(false);
+  /** When the oldest batch not yet answered entered the ring (performance.now(); 0: none). */
+  private sentAt = 0;
 
   constructor(config: ShardConfig, ringBytes: number, mainBell: Doorbell, stop: Int32Array, onFatal: (err: Error) => void) {
     this.index = config.index;
+    this.fsyncs = config.fsyncHistogram as Float64Array;
     this.toShard = Ring.create(ringBytes);
     this.fromShard = Ring.create(ringBytes);
     this.bell = Doorbell.create();
@@ -110,7 +120,18 @@ class ThreadShard implements ShardLink {
       w.reset();
       this.flushed = 0;
     }
-    if (n > 0) this.bell.ring();
+    if (n > 0) {
+      if (this.sentAt === 0) this.sentAt = performance.now();
+      this.bell.ring();
+    }
+  }
+
+  /** Replies were read: one round trip observed; the next starts now if requests are still out. */
+  answered(): void {
+    if (this.sentAt === 0) return;
+    const now = performance.now();
+    observe(this.hops, (now - this.sentAt) / 1000);
+    this.sentAt = this.pending.length > 0 ? now : 0;
   }
 
   close(): Promise<void> {
@@ -141,9 +162,12 @@ class HereShard implements ShardLink {
   private timer: NodeJS.Timeout | null = null;
   private timerAt = Infinity;
   private closed = false;
+  readonly fsyncs: Float64Array;
+  readonly hops = null;
 
   constructor(config: ShardConfig, handler: ShardReplyHandler, deliver: (link: ShardLink, buf: Buffer, at: number) => void) {
     this.index = config.index;
+    this.fsyncs = config.fsyncHistogram as Float64Array;
     this.core = new ShardCore(config);
     this.handler = handler;
     this.deliver = deliver;
@@ -254,7 +278,7 @@ export class ShardPool {
     const ringBytes = opts.ringBytes ?? RING_BYTES_DEFAULT;
     this.backlogMax = opts.backlogBytes ?? BACKLOG_BYTES_DEFAULT;
     for (let i = 0; i < opts.shards; i++) {
-      const config: ShardConfig = { ...opts.config, index: i };
+      const config: ShardConfig = { ...opts.config, index: i, fsyncHistogram: newHistogram(true) };
       if (i === opts.here) {
         this.links.push(new HereShard(config, handler, this.deliver));
       } else {
@@ -362,15 +386,18 @@ export class ShardPool {
     let handled = false;
     for (const link of this.threads) {
       const r = link.reader;
+      let read = false;
       for (;;) {
         r.prepare(64 * 1024);
         const n = link.fromShard.read(r.buf, r.end, r.buf.length - r.end);
         if (n === 0) break;
         r.end += n;
         handled = true;
+        read = true;
         let at: number;
         while ((at = r.next()) !== -1) this.deliver(link, r.buf, at);
       }
+      if (read) link.answered();
     }
     if (handled) this.handler.batchDone();
     // A ring that was full may have room now.

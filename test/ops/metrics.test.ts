@@ -2,6 +2,9 @@
 // names, equal to what the protocol says at the same moment; shard, ring and thread figures; label
 // escaping; the tube cap; and promtool's own check of a real scrape.
 
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { connect, type Client } from '../support/client.ts';
 import { parseYamlDict, parseYamlList, putCmd, statsWhen } from '../support/harness.ts';
@@ -218,3 +221,42 @@ describe('/metrics', () => {
     expect(parseTaskStat('garbage')).toBeNull();
   });
 });
+
+describe('/metrics latency histograms', () => {
+  it('counts round trips to a shard thread and the log fsyncs, as valid histograms promtool accepts', async (ctx) => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'ss-hist-'));
+    ctx.onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    // Two shards: shard 0 runs on the connections' thread (no hop), shard 1 on a thread of its own.
+    // -f 0: a log fsync before every batch's replies.
+    const { srv, conn } = await start(ctx, { shards: 2, binlogDir: dir, fsyncMs: 0 });
+    const c = await conn();
+    const names = ['h-a', 'h-b', 'h-c', 'h-d', 'h-e', 'h-f'];
+    const onOne = names.find((n) => shardOf(n, 2) === 1) as string;
+    const onZero = names.find((n) => shardOf(n, 2) === 0) as string;
+    for (const t of [onOne, onZero]) {
+      expect(await c.request(`use ${t}`)).toBe(`USING ${t}\r\n`);
+      for (let i = 0; i < 5; i++) expect(await c.request('put 0 0 60 1\r\nx')).toMatch(/^INSERTED \d+\r\n$/);
+    }
+    const text = await scrape(srv.httpPort!);
+    const m = parseExposition(text);
+    expect(m.types.get('shardstalk_shard_hop_seconds')).toBe('histogram');
+    expect(m.types.get('shardstalk_shard_fsync_seconds')).toBe('histogram');
+    // Hops: shard 1 only; each put waited for its reply (-b), so at least 5 round trips.
+    expect(m.all('shardstalk_shard_hop_seconds_count').map((s) => s.labels.shard)).toEqual(['1']);
+    expect(m.value('shardstalk_shard_hop_seconds_count', { shard: '1' })).toBeGreaterThanOrEqual(5);
+    expect(m.value('shardstalk_shard_hop_seconds_sum', { shard: '1' })).toBeGreaterThan(0);
+    // Fsyncs on both shards, at least one per put.
+    for (const shard of ['0', '1']) {
+      expect(m.value('shardstalk_shard_fsync_seconds_count', { shard })).toBeGreaterThanOrEqual(5);
+      // Buckets are cumulative and end at the count.
+      const buckets = m.all('shardstalk_shard_fsync_seconds_bucket').filter((s) => s.labels.shard === shard);
+      for (let i = 1; i < buckets.length; i++) expect(buckets[i].value).toBeGreaterThanOrEqual(buckets[i - 1].value);
+      expect(buckets.at(-1)?.labels.le).toBe('+Inf');
+      expect(buckets.at(-1)?.value).toBe(m.value('shardstalk_shard_fsync_seconds_count', { shard }));
+    }
+    const check = promtoolCheck(text);
+    expect(check.output).toBe('');
+    expect(check.status).toBe(0);
+  });
+});
+
