@@ -84,8 +84,9 @@ export function shardstalkSpec(shards: number | null, workq = false): ServerSpec
     description: `shardstalk, ${shards === null ? 'default shard count' : `${shards} shard${shards === 1 ? '' : 's'}`}${workq ? ', workq listener' : ''}`,
     // The Node running this suite (24, which runs .ts directly), not whatever `node` is on PATH.
     command: process.execPath,
+    // The command users run: bin/shardstalk.js turns on the compile cache first (idle memory).
     args: (port, workqPort) => [
-      'src/main.ts',
+      'bin/shardstalk.js',
       '-l',
       '127.0.0.1',
       '-p',
