@@ -119,9 +119,10 @@ export function parseYamlDict(body: Buffer): Record<string, string | number> {
     const colon = line.indexOf(': ');
     if (colon < 0) continue;
     const key = line.slice(0, colon);
-    let value = line.slice(colon + 2).trim();
-    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1);
-    out[key] = /^-?\d+(\.\d+)?$/.test(value) ? Number(value) : value;
+    const value = line.slice(colon + 2).trim();
+    // A quoted value is a string even when it looks like a number (beanstalkd's version "1.10").
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) out[key] = value.slice(1, -1);
+    else out[key] = /^-?\d+(\.\d+)?$/.test(value) ? Number(value) : value;
   }
   return out;
 }
