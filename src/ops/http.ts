@@ -1,11 +1,12 @@
 // The operations port (--http): /metrics for Prometheus, /healthz and /readyz for supervisors and
-// load balancers, and /api/ (src/ops/api.ts: the JSON API). node:http and nothing else; every answer is made on request (a scrape asks the
+// load balancers, /api/ (src/ops/api.ts: the JSON API), and the dashboard at / (src/ops/dashboard.ts). node:http and nothing else; every answer is made on request (a scrape asks the
 // shards then), so nothing here costs the queues anything between requests.
 
 import http from 'node:http';
 import type { Logger } from '../log.ts';
 import type { BeanstalkServer } from '../proto/beanstalk/server.ts';
 import { generateToken, isLoopback, JsonApi } from './api.ts';
+import { isDashboardPath, serveDashboard } from './dashboard.ts';
 import { gather } from './gather.ts';
 import { METRICS_CONTENT_TYPE, renderMetrics } from './metrics.ts';
 import { threadCpu } from './threads.ts';
@@ -93,13 +94,18 @@ export class OpsHttp {
       this.api.handle(req, res, this.phase === 'serving' && this.beanstalk !== null ? this.beanstalk.router : null);
       return;
     }
-    if (path !== '/metrics' && path !== '/healthz' && path !== '/readyz') {
+    const dashboard = isDashboardPath(path);
+    if (!dashboard && path !== '/metrics' && path !== '/healthz' && path !== '/readyz') {
       text(res, 404, 'not found\n');
       return;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
       text(res, 405, 'method not allowed\n');
+      return;
+    }
+    if (dashboard) {
+      serveDashboard(req, res, path);
       return;
     }
     switch (path) {

@@ -47,7 +47,7 @@ describe('the HTTP port', () => {
     const metrics = await request(port, '/metrics');
     expect(metrics.status).toBe(200);
     expect(metrics.headers['content-type']).toBe('text/plain; version=0.0.4; charset=utf-8');
-    expect(await request(port, '/')).toMatchObject({ status: 404 });
+    expect(await request(port, '/index.html')).toMatchObject({ status: 404 });
     expect(await request(port, '/metricsx')).toMatchObject({ status: 404 });
     expect(await request(port, '/nope', 'POST')).toMatchObject({ status: 404 });
     for (const method of ['POST', 'PUT', 'DELETE']) {

@@ -1,0 +1,151 @@
+// The dashboard in a real browser (#14): Debian's chromium driven by playwright-core. A tube
+// appears with its count after puts over the protocol; a job buried over the protocol shows in the
+// buried count and in the tube's buried list (its body as text, not markup); kick on the page asks
+// for the token once, and the counts follow. Fails, never skips, when chromium is missing.
+// DASHBOARD_SCREENSHOT=path also writes a screenshot of a few busy tubes there (the README's).
+
+import fs from 'node:fs';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { describe, expect, it, type TestContext } from 'vitest';
+import { startServer, type RunningServer } from '../../src/server.ts';
+import { connect, type Client } from '../support/client.ts';
+import { putForId } from '../support/harness.ts';
+
+const TOKEN = 'browser-token-0123456789';
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+export const CHROMIUM_HINT =
+  `chromium is missing at ${CHROMIUM}: install Debian's chromium package ` +
+  '(apt-get install -y --no-install-recommends chromium), as .ci/run does, or set CHROMIUM_PATH';
+const WAIT_MS = 15_000;
+
+/**
+ * The little of the DOM the functions run in the page use (the project compiles with Node's types,
+ * not the DOM's; those functions are sent to the page as source, so they reach it by globalThis).
+ */
+interface PageDocument {
+  querySelector(selector: string): { textContent: string | null } | null;
+}
+
+async function start(ctx: TestContext): Promise<RunningServer> {
+  const srv = await startServer({
+    host: '127.0.0.1', port: 0, logLevel: 'silent', http: { host: '127.0.0.1', port: 0 }, httpToken: TOKEN,
+  });
+  ctx.onTestFinished(() => srv.close());
+  return srv;
+}
+
+async function client(ctx: TestContext, port: number): Promise<Client> {
+  const c = await connect(port);
+  ctx.onTestFinished(() => c.destroy());
+  return c;
+}
+
+async function browser(ctx: TestContext): Promise<Browser> {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(CHROMIUM_HINT);
+  const b = await chromium.launch({ executablePath: CHROMIUM, headless: true });
+  ctx.onTestFinished(() => b.close());
+  return b;
+}
+
+/** Page errors and CSP violations, which fail the test. */
+function watchErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('pageerror', (err) => errors.push(`pageerror: ${err.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy|Refused/.test(m.text())) errors.push(`console: ${m.text()}`);
+  });
+  return errors;
+}
+
+/** Waits until the cell of `tube`'s row in column `col` reads `text`. */
+async function cellIs(page: Page, tube: string, col: string, text: string): Promise<void> {
+  await page.waitForFunction(
+    ([t, c, want]) => (globalThis as unknown as { document: PageDocument }).document.querySelector(`#tubes tr[data-tube="${t}"] td.${c}`)?.textContent === want,
+    [tube, col, text] as const,
+    { timeout: WAIT_MS },
+  );
+}
+
+describe('the dashboard in chromium', () => {
+  it('shows a tube after puts, a buried job, and kicks it with the token', async (ctx) => {
+    const b = await browser(ctx);
+    const srv = await start(ctx);
+    const page = await b.newPage();
+    const errors = watchErrors(page);
+    await page.goto(`http://127.0.0.1:${srv.httpPort}/`);
+    await page.waitForSelector('#tubes tr[data-tube="default"]', { timeout: WAIT_MS });
+
+    const producer = await client(ctx, srv.port);
+    expect(await producer.request('use browsertube')).toBe('USING browsertube\r\n');
+    for (let i = 0; i < 3; i++) await putForId(producer, `<b>job ${i}</b>`, 10 + i);
+    await cellIs(page, 'browsertube', 'ready', '3');
+    await cellIs(page, 'browsertube', 'buried', '0');
+
+    // Bury one over the protocol: the page follows.
+    const worker = await client(ctx, srv.port);
+    await worker.request('watch browsertube');
+    const reserved = /^RESERVED (\d+) /.exec(await worker.request('reserve-with-timeout 0'));
+    expect(reserved).not.toBeNull();
+    const id = Number(reserved![1]);
+    expect(await worker.request(`bury ${id} 5`)).toBe('BURIED\r\n');
+    await cellIs(page, 'browsertube', 'buried', '1');
+    await cellIs(page, 'browsertube', 'ready', '2');
+
+    // The tube's buried jobs: the body shows as text (no <b> element made of it).
+    await page.click('#tubes tr[data-tube="browsertube"] td.name');
+    await page.waitForSelector('#detail:not([hidden])', { timeout: WAIT_MS });
+    await page.click('nav.states button[data-state="buried"]');
+    const row = page.locator(`#jobs tr[data-id="${id}"]`);
+    await row.waitFor({ timeout: WAIT_MS });
+    expect(await row.locator('td.body').textContent()).toBe('<b>job 0</b>');
+    expect(await row.locator('td.body b').count()).toBe(0);
+
+    // Kick from the page: no token yet, so the page asks for it once, then the kick runs.
+    expect(await page.evaluate(() => sessionStorage.getItem('shardstalk-token'))).toBeNull();
+    await page.click('#kick');
+    await page.waitForSelector('#token-form:not([hidden])', { timeout: WAIT_MS });
+    await page.fill('#token', TOKEN);
+    await page.click('#token-save');
+    await cellIs(page, 'browsertube', 'buried', '0');
+    await cellIs(page, 'browsertube', 'ready', '3');
+    await page.waitForFunction(() => (globalThis as unknown as { document: PageDocument }).document.querySelector('#message')?.textContent === 'kicked 1 job in browsertube', undefined, { timeout: WAIT_MS });
+    expect(await page.evaluate(() => sessionStorage.getItem('shardstalk-token'))).toBe(TOKEN);
+    await page.waitForSelector('#jobs tr.empty', { timeout: WAIT_MS }); // the buried list is empty now
+
+    // The protocol agrees: the job is ready again.
+    expect(await worker.request(`stats-job ${id}`)).toMatch(/\nstate: ready\n/);
+    // The changed counts were highlighted, and nothing broke the policy.
+    expect(await page.locator('#tubes td.changed').count()).toBeGreaterThan(0);
+    expect(errors).toEqual([]);
+  });
+
+  it.runIf(process.env.DASHBOARD_SCREENSHOT !== undefined)('writes a screenshot of a few busy tubes', async (ctx) => {
+    const b = await browser(ctx);
+    const srv = await start(ctx);
+    const page = await b.newPage({ viewport: { width: 1180, height: 760 } });
+    await page.goto(`http://127.0.0.1:${srv.httpPort}/`);
+    const c = await client(ctx, srv.port);
+    const tubes = ['emails', 'thumbnails', 'webhooks'];
+    // Twenty seconds of puts and reserves, so the charts have a shape.
+    for (let s = 0; s < 20; s++) {
+      for (const [i, t] of tubes.entries()) {
+        await c.request(`use ${t}`);
+        const n = Math.round(20 + 15 * Math.sin((s + i * 4) / 3) + i * 8);
+        for (let k = 0; k < n; k++) await putForId(c, JSON.stringify({ tube: t, n: s * 100 + k }), 100 * i, s % 5 === 0 && k < 3 ? 120 : 0);
+        await c.request(`watch ${t}`);
+      }
+      for (let k = 0; k < 22; k++) {
+        const r = /^RESERVED (\d+) /.exec(await c.request('reserve-with-timeout 0'));
+        if (r === null) break;
+        await c.request(k % 9 === 0 ? `bury ${r[1]} 0` : `delete ${r[1]}`);
+      }
+      await page.waitForTimeout(1000);
+    }
+    await c.request('pause-tube webhooks 300');
+    await page.click('#tubes tr[data-tube="emails"] td.name');
+    await page.click('nav.states button[data-state="buried"]');
+    await page.waitForSelector('#jobs tr[data-id]', { timeout: WAIT_MS });
+    await page.waitForTimeout(1500);
+    await page.screenshot({ path: process.env.DASHBOARD_SCREENSHOT! });
+  }, 90_000);
+});
