@@ -34,6 +34,7 @@ Commands:
 Options:
   -h, --host HOST   server address (default 127.0.0.1)
   -p, --port PORT   server port (default 11300)
+  --timeout SECONDS give up when the server takes longer to connect or to answer (default 10)
   --help            this text
 
 Exit codes: 0 done, 1 the server refused (NOT_FOUND, an error reply), 2 bad arguments,
@@ -316,6 +317,7 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
         state: { type: 'string' },
         http: { type: 'string' },
         token: { type: 'string' },
+        timeout: { type: 'string' },
       },
     });
   } catch (err) {
@@ -337,8 +339,10 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
     const host = v.host ?? '127.0.0.1';
     const port = v.port === undefined ? 11300 : checkCount('--port', v.port, 65535);
     if (!['stats', 'tubes', 'peek', 'kick', 'pause', 'clear'].includes(cmd)) throw new UsageError(`unknown command: ${cmd}`);
+    const timeoutS = v.timeout === undefined ? 10 : Number(v.timeout);
+    if (!(timeoutS > 0 && timeoutS <= 86_400)) throw new UsageError(`--timeout must be a number of seconds above 0, not ${JSON.stringify(v.timeout)}`);
     // clear over HTTP needs no beanstalk connection.
-    if (!(cmd === 'clear' && v.http !== undefined)) c = await Conn.open(host, port);
+    if (!(cmd === 'clear' && v.http !== undefined)) c = await Conn.open(host, port, timeoutS * 1000);
     await run(c as Conn, cmd, args, { json: v.json ?? false, base64: v.base64 ?? false, bytes: v.bytes, state: v.state, http: v.http, token: v.token }, io);
     return EXIT_OK;
   } catch (err) {

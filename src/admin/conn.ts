@@ -16,9 +16,14 @@ export class Conn {
   private wake: (() => void) | null = null;
   private failure: Error | null = null;
   private readonly socket: net.Socket;
+  private readonly where: string;
+  /** How long a reply may take before the tool gives up (ms). */
+  replyTimeoutMs: number;
 
-  private constructor(socket: net.Socket, where: string) {
+  private constructor(socket: net.Socket, where: string, replyTimeoutMs: number) {
     this.socket = socket;
+    this.where = where;
+    this.replyTimeoutMs = replyTimeoutMs;
     socket.on('data', (chunk: Buffer) => {
       this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
       this.poke();
@@ -33,7 +38,7 @@ export class Conn {
     });
   }
 
-  static open(host: string, port: number, timeoutMs = 5_000): Promise<Conn> {
+  static open(host: string, port: number, timeoutMs = 10_000): Promise<Conn> {
     const where = `${host}:${port}`;
     return new Promise((resolve, reject) => {
       const socket = net.connect({ host, port });
@@ -50,7 +55,7 @@ export class Conn {
         clearTimeout(timer);
         socket.removeAllListeners('error');
         socket.setNoDelay(true);
-        resolve(new Conn(socket, where));
+        resolve(new Conn(socket, where, timeoutMs));
       });
     });
   }
@@ -67,11 +72,22 @@ export class Conn {
     this.socket.write(lines.map((l) => l + '\r\n').join(''));
   }
 
-  private async need(n: number): Promise<void> {
-    while (this.buf.length < n) {
-      if (this.failure) throw this.failure;
-      await new Promise<void>((r) => (this.wake = r));
+  /** Wait for more bytes, the connection's end, or the reply timeout. */
+  private async more(): Promise<void> {
+    if (this.failure) throw this.failure;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.wake = resolve;
+        timer = setTimeout(() => reject(new ConnectionError(`${this.where} sent no reply within ${this.replyTimeoutMs / 1000} s`)), this.replyTimeoutMs);
+      });
+    } finally {
+      clearTimeout(timer);
     }
+  }
+
+  private async need(n: number): Promise<void> {
+    while (this.buf.length < n) await this.more();
   }
 
   /** Read the next reply in order. */
@@ -80,8 +96,7 @@ export class Conn {
     for (;;) {
       eol = this.buf.indexOf('\r\n');
       if (eol >= 0) break;
-      if (this.failure) throw this.failure;
-      await new Promise<void>((r) => (this.wake = r));
+      await this.more();
     }
     const line = this.buf.subarray(0, eol).toString('latin1');
     this.buf = this.buf.subarray(eol + 2);

@@ -3,6 +3,7 @@
 // each command's output and its effect on the server, the error messages and exit codes.
 
 import { execFile } from 'node:child_process';
+import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer } from '../../src/server.ts';
@@ -262,10 +263,26 @@ describe.each(TARGETS)('shardstalk-admin against $name', (target) => {
     r = await admin(srv.port, '--help');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^Usage: shardstalk-admin/);
+    r = await admin(srv.port, 'stats', '--timeout', 'never');
+    expect(r.code).toBe(2);
     const closed = await freePort();
     r = await admin(closed, 'stats');
     expect([r.code, r.stderr]).toEqual([3, `shardstalk-admin: cannot connect to 127.0.0.1:${closed}: connection refused (is the server running?)\n`]);
   });
+
+  if (target.name === 'beanstalkd') {
+    it('gives up on a server that accepts and never answers (--timeout), exit 3', async () => {
+      const mute = net.createServer(() => {});
+      await new Promise<void>((r) => mute.listen(0, '127.0.0.1', r));
+      const port = (mute.address() as net.AddressInfo).port;
+      try {
+        const r = await admin(port, 'stats', '--timeout', '0.3');
+        expect([r.code, r.stderr]).toEqual([3, `shardstalk-admin: 127.0.0.1:${port} sent no reply within 0.3 s\n`]);
+      } finally {
+        mute.close();
+      }
+    });
+  }
 
   if (target.name === 'shardstalk') {
     it('clear --http uses the JSON API and leaves reserved jobs', async () => {
