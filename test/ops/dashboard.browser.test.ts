@@ -80,6 +80,12 @@ describe('the dashboard in chromium', () => {
     for (let i = 0; i < 3; i++) await putForId(producer, `<b>job ${i}</b>`, 10 + i);
     await cellIs(page, 'browsertube', 'ready', '3');
     await cellIs(page, 'browsertube', 'buried', '0');
+    // The put rate follows from one poll to the next (three puts, then none).
+    await page.waitForFunction(
+      () => /^[0-9]+(\.[0-9])?$/.test((globalThis as unknown as { document: PageDocument }).document.querySelector('#tubes tr[data-tube="browsertube"] td.rate')?.textContent ?? ''),
+      undefined,
+      { timeout: WAIT_MS },
+    );
 
     // Bury one over the protocol: the page follows.
     const worker = await client(ctx, srv.port);
@@ -126,8 +132,8 @@ describe('the dashboard in chromium', () => {
     await page.goto(`http://127.0.0.1:${srv.httpPort}/`);
     const c = await client(ctx, srv.port);
     const tubes = ['emails', 'thumbnails', 'webhooks'];
-    // Twenty seconds of puts and reserves, so the charts have a shape.
-    for (let s = 0; s < 20; s++) {
+    // A second of puts and reserves; twenty of them, so the charts have a shape.
+    const second = async (s: number): Promise<void> => {
       for (const [i, t] of tubes.entries()) {
         await c.request(`use ${t}`);
         const n = Math.round(20 + 15 * Math.sin((s + i * 4) / 3) + i * 8);
@@ -140,12 +146,13 @@ describe('the dashboard in chromium', () => {
         await c.request(k % 9 === 0 ? `bury ${r[1]} 0` : `delete ${r[1]}`);
       }
       await page.waitForTimeout(1000);
-    }
+    };
+    for (let s = 0; s < 18; s++) await second(s);
     await c.request('pause-tube webhooks 300');
     await page.click('#tubes tr[data-tube="emails"] td.name');
     await page.click('nav.states button[data-state="buried"]');
     await page.waitForSelector('#jobs tr[data-id]', { timeout: WAIT_MS });
-    await page.waitForTimeout(1500);
+    for (let s = 18; s < 20; s++) await second(s); // the put rates are live in the picture
     await page.screenshot({ path: process.env.DASHBOARD_SCREENSHOT! });
   }, 90_000);
 });

@@ -116,7 +116,7 @@
     row.dataset.tube = name;
     row.appendChild(el('td', name, 'name'));
     const cells = {};
-    for (const [col] of COLUMNS.concat([['paused']])) {
+    for (const [col] of COLUMNS.concat([['paused'], ['rate']])) {
       const td = el('td', '', col);
       cells[col] = td;
       row.appendChild(td);
@@ -133,7 +133,7 @@
     chart.appendChild(svg);
     row.appendChild(chart);
     row.addEventListener('click', () => select(name));
-    r = { row, cells, values: {}, history: [], line, title };
+    r = { row, cells, values: {}, history: [], line, title, total: null, at: 0 };
     rows.set(name, r);
     return r;
   }
@@ -179,6 +179,15 @@
           if (name === selected && r.values[col] !== undefined && r.values[col] !== v) selectedChanged = true;
           setCell(r, col, v);
         }
+        // Puts a second: the growth of total-jobs (every job ever put in the tube) since the last poll.
+        const total = Number(t.stats['total-jobs'] ?? 0);
+        const now = performance.now();
+        if (r.total !== null && now > r.at) {
+          const rate = Math.max(0, total - r.total) / ((now - r.at) / 1000);
+          r.cells.rate.textContent = rate < 10 ? rate.toFixed(1) : String(Math.round(rate));
+        }
+        r.total = total;
+        r.at = now;
         const left = Number(t.stats['pause-time-left'] ?? 0);
         setCell(r, 'paused', left > 0 ? left + ' s' : 'no');
         if (!once) {
