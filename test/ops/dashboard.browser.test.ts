@@ -26,10 +26,8 @@ interface PageDocument {
   querySelector(selector: string): { textContent: string | null } | null;
 }
 
-async function start(ctx: TestContext): Promise<RunningServer> {
-  const srv = await startServer({
-    host: '127.0.0.1', port: 0, logLevel: 'silent', http: { host: '127.0.0.1', port: 0 }, httpToken: TOKEN,
-  });
+async function start(ctx: TestContext, http = { host: '127.0.0.1', port: 0 }): Promise<RunningServer> {
+  const srv = await startServer({ host: '127.0.0.1', port: 0, logLevel: 'silent', http, httpToken: TOKEN });
   ctx.onTestFinished(() => srv.close());
   return srv;
 }
@@ -123,6 +121,93 @@ describe('the dashboard in chromium', () => {
     // The changed counts were highlighted, and nothing broke the policy.
     expect(await page.locator('#tubes td.changed').count()).toBeGreaterThan(0);
     expect(errors).toEqual([]);
+  });
+
+  it('pages a tube\'s jobs, pauses and resumes, deletes and kicks a job, clears by state', async (ctx) => {
+    const b = await browser(ctx);
+    const srv = await start(ctx);
+    const page = await b.newPage();
+    const errors = watchErrors(page);
+    page.on('dialog', (d) => void d.accept()); // delete and clear ask first
+    await page.goto(`http://127.0.0.1:${srv.httpPort}/`);
+    await page.evaluate((t) => sessionStorage.setItem('shardstalk-token', t), TOKEN);
+    const c = await client(ctx, srv.port);
+    await c.request('use pager');
+    const ids: number[] = [];
+    for (let i = 0; i < 25; i++) ids.push(await putForId(c, `job ${i}`, 100));
+    await cellIs(page, 'pager', 'ready', '25');
+    const message = (text: string): Promise<unknown> => page.waitForFunction(
+      (want) => (globalThis as unknown as { document: PageDocument }).document.querySelector('#message')?.textContent === want,
+      text,
+      { timeout: WAIT_MS },
+    );
+
+    // Pages of 20, in (pri, id) order.
+    await page.click('#tubes tr[data-tube="pager"] td.name');
+    await page.locator(`#jobs tr[data-id="${ids[19]}"]`).waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('#jobs tr[data-id]').count()).toBe(20);
+    await page.click('#next-page');
+    await page.locator(`#jobs tr[data-id="${ids[24]}"]`).waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('#jobs tr[data-id]').count()).toBe(5);
+    expect(await page.locator('#next-page').isDisabled()).toBe(true);
+    await page.click('#first-page');
+    await page.locator(`#jobs tr[data-id="${ids[0]}"]`).waitFor({ timeout: WAIT_MS });
+
+    // Pause and resume.
+    await page.fill('#pause-seconds', '100');
+    await page.click('#pause');
+    await message('paused pager for 100 s');
+    await page.waitForFunction(
+      () => /^[0-9]+ s$/.test((globalThis as unknown as { document: PageDocument }).document.querySelector('#tubes tr[data-tube="pager"] td.paused')?.textContent ?? ''),
+      undefined,
+      { timeout: WAIT_MS },
+    );
+    await page.click('#resume');
+    await message('resumed pager');
+    await cellIs(page, 'pager', 'paused', 'no');
+
+    // Delete one job from its row.
+    await page.click(`#jobs tr[data-id="${ids[0]}"] button.job-delete`);
+    await message(`deleted job ${ids[0]}`);
+    await cellIs(page, 'pager', 'ready', '24');
+    expect(await c.request(`peek ${ids[0]}`)).toBe('NOT_FOUND\r\n');
+
+    // Bury two over the protocol, kick one from its row.
+    await c.request('watch pager');
+    for (let i = 0; i < 2; i++) {
+      const r = /^RESERVED (\d+) /.exec(await c.request('reserve-with-timeout 0'));
+      expect(await c.request(`bury ${r![1]} 1`)).toBe('BURIED\r\n');
+    }
+    await cellIs(page, 'pager', 'buried', '2');
+    await page.click('nav.states button[data-state="buried"]');
+    await page.locator(`#jobs tr[data-id="${ids[1]}"]`).waitFor({ timeout: WAIT_MS });
+    await page.click(`#jobs tr[data-id="${ids[1]}"] button.job-kick`);
+    await message(`kicked job ${ids[1]}`);
+    await cellIs(page, 'pager', 'buried', '1');
+    await cellIs(page, 'pager', 'ready', '23');
+
+    // Clear the buried (checked by default), then the ready ones.
+    await page.click('#clear');
+    await message('deleted 1 job from pager');
+    await cellIs(page, 'pager', 'buried', '0');
+    await page.check('input.clear-state[value="ready"]');
+    await page.uncheck('input.clear-state[value="buried"]');
+    await page.click('#clear');
+    await message('deleted 23 jobs from pager');
+    await cellIs(page, 'pager', 'ready', '0');
+    expect(errors).toEqual([]);
+  });
+
+  it('asks for the token when reading needs it too (not bound to loopback)', async (ctx) => {
+    const b = await browser(ctx);
+    const srv = await start(ctx, { host: '0.0.0.0', port: 0 });
+    const page = await b.newPage();
+    await page.goto(`http://127.0.0.1:${srv.httpPort}/`);
+    await page.waitForSelector('#token-form:not([hidden])', { timeout: WAIT_MS });
+    expect(await page.locator('#tubes tr[data-tube]').count()).toBe(0);
+    await page.fill('#token', TOKEN);
+    await page.click('#token-save');
+    await cellIs(page, 'default', 'ready', '0');
   });
 
   it.runIf(process.env.DASHBOARD_SCREENSHOT !== undefined)('writes a screenshot of a few busy tubes', async (ctx) => {
