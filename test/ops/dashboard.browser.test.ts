@@ -2,7 +2,7 @@
 // appears with its count after puts over the protocol; a job buried over the protocol shows in the
 // buried count and in the tube's buried list (its body as text, not markup); kick on the page asks
 // for the token once, and the counts follow. Fails, never skips, when chromium is missing.
-// DASHBOARD_SCREENSHOT=path also writes a screenshot of a few busy tubes there (the README's).
+// The README's screenshot is retaken by tools/dashboard-screenshot.ts.
 
 import fs from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -209,35 +209,4 @@ describe('the dashboard in chromium', () => {
     await page.click('#token-save');
     await cellIs(page, 'default', 'ready', '0');
   });
-
-  it.runIf(process.env.DASHBOARD_SCREENSHOT !== undefined)('writes a screenshot of a few busy tubes', async (ctx) => {
-    const b = await browser(ctx);
-    const srv = await start(ctx);
-    const page = await b.newPage({ viewport: { width: 1180, height: 760 } });
-    await page.goto(`http://127.0.0.1:${srv.httpPort}/`);
-    const c = await client(ctx, srv.port);
-    const tubes = ['emails', 'thumbnails', 'webhooks'];
-    // A second of puts and reserves; twenty of them, so the charts have a shape.
-    const second = async (s: number): Promise<void> => {
-      for (const [i, t] of tubes.entries()) {
-        await c.request(`use ${t}`);
-        const n = Math.round(20 + 15 * Math.sin((s + i * 4) / 3) + i * 8);
-        for (let k = 0; k < n; k++) await putForId(c, JSON.stringify({ tube: t, n: s * 100 + k }), 100 * i, s % 5 === 0 && k < 3 ? 120 : 0);
-        await c.request(`watch ${t}`);
-      }
-      for (let k = 0; k < 22; k++) {
-        const r = /^RESERVED (\d+) /.exec(await c.request('reserve-with-timeout 0'));
-        if (r === null) break;
-        await c.request(k % 9 === 0 ? `bury ${r[1]} 0` : `delete ${r[1]}`);
-      }
-      await page.waitForTimeout(1000);
-    };
-    for (let s = 0; s < 18; s++) await second(s);
-    await c.request('pause-tube webhooks 300');
-    await page.click('#tubes tr[data-tube="emails"] td.name');
-    await page.click('nav.states button[data-state="buried"]');
-    await page.waitForSelector('#jobs tr[data-id]', { timeout: WAIT_MS });
-    for (let s = 18; s < 20; s++) await second(s); // the put rates are live in the picture
-    await page.screenshot({ path: process.env.DASHBOARD_SCREENSHOT! });
-  }, 90_000);
 });
