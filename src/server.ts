@@ -182,6 +182,7 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
     if (opts.workq) {
       try {
         workqServer = await listenWorkq(router, opts.workq.host, opts.workq.port, log);
+        router.workq.serving = true;
       } catch (err) {
         if (!opts.workqOptional) {
           server.close();

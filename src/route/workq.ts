@@ -15,9 +15,13 @@ import { NO_REPLY, type ReplyTarget, type ShardPool } from './shards.ts';
 import { UuidMap } from './uuidmap.ts';
 import { shardOf } from './hash.ts';
 import {
-  E_WQ_DONE, E_WQ_GONE, E_WQ_READY, eventEvicted, eventTube, okResult, okTube, OP_WQ_DELETE, OP_WQ_QUEUE_NAME,
-  OP_WQ_RESTORE, OP_WQ_RESULT, OP_WQ_RUN_END, payloadAt, R_JOB, R_OK, replyId, replyKind, WQ_RESTORE_FIXED,
+  E_WQ_DONE, E_WQ_GONE, E_WQ_READY, eventEvicted, eventTube, okResult, okTube, OP_WQ_DELETE, OP_WQ_INSPECT_JOB,
+  OP_WQ_INSPECT_JOBS, OP_WQ_LENS, OP_WQ_QUEUE_NAME, OP_WQ_RESTORE, OP_WQ_RESULT, OP_WQ_RUN_END, payloadAt, payloadF64,
+  R_JOB, R_NUMS, R_OK, R_WQ_JOBS, replyId, replyKind, WQ_INFO_ATTEMPTS, WQ_INFO_BYTES, WQ_INFO_CREATED, WQ_INFO_FAILS,
+  WQ_INFO_FIELDS, WQ_INFO_MAX_ATTEMPTS, WQ_INFO_MAX_FAILS, WQ_INFO_PAYLOAD_LEN, WQ_INFO_PRIORITY, WQ_INFO_QUEUE,
+  WQ_INFO_SCHEDULE, WQ_INFO_STATE, WQ_INFO_TTL, WQ_INFO_TTR, WQ_RESTORE_FIXED, wqJobsCount,
 } from '../shared/records.ts';
+import { type InspectedJob, uuidText } from '../proto/workq/replies.ts';
 import type { RecoveredWqJob } from '../../workers/wal/reader.ts';
 import { type FanAttempt, groupByShard } from './fanin.ts';
 import { Leases, WqQueue } from './lease.ts';
@@ -73,6 +77,8 @@ export class WorkqRouter {
   evicted = 0;
   /** Open workq connections (inspect server's active-clients). */
   clients = 0;
+  /** The workq port listens (set by the server): the JSON API's workq views answer only then. */
+  serving = false;
   readonly startedMs = Date.now();
   private readonly flushSoon: () => void;
   /** In memory (no log): add and delete are answered before their shard replies. */
@@ -120,6 +126,79 @@ export class WorkqRouter {
 
   request(shard: number, kind: number, target: ReplyTarget, seq: number) {
     return this.pool.request(shard, kind, target, seq);
+  }
+
+  // ---- inspect (the workq session's inspect commands and the JSON API's workq views) ----
+
+  /**
+   * Asks the shards for the ready and scheduled lengths of `names` (queues that exist), one
+   * OP_WQ_LENS per shard. Returns, by shard, the indexes into `names` its reply answers in order
+   * (for readLens); one reply per shard that has an entry.
+   */
+  requestLens(names: readonly string[], target: ReplyTarget, kind: number, seq: number): Map<number, number[]> {
+    const byShard = new Map<number, number[]>();
+    names.forEach((name, i) => {
+      const shard = (this.queues.get(name) as WqQueue).shard;
+      let list = byShard.get(shard);
+      if (list === undefined) byShard.set(shard, (list = []));
+      list.push(i);
+    });
+    for (const [shard, list] of byShard) {
+      const w = this.pool.request(shard, kind, target, seq);
+      w.header(OP_WQ_LENS, list.length * 4, 0, list.length, 0, 0, 0);
+      for (const i of list) w.u32((this.queues.get(names[i]) as WqQueue).id);
+    }
+    return byShard;
+  }
+
+  /** One shard's reply to requestLens: lens[i * 2] ready, lens[i * 2 + 1] scheduled for each index i of `list`. */
+  static readLens(buf: Buffer, at: number, list: readonly number[], lens: Float64Array): void {
+    if (replyKind(buf, at) !== R_NUMS) return;
+    for (let k = 0; k < list.length; k++) {
+      lens[list[k] * 2] = payloadF64(buf, at, 2 * k);
+      lens[list[k] * 2 + 1] = payloadF64(buf, at, 2 * k + 1);
+    }
+  }
+
+  /** `inspect jobs` / `inspect scheduled-jobs`: a page of `q`'s ready or scheduled jobs (offset, limit). */
+  requestJobs(q: WqQueue, scheduled: boolean, offset: number, limit: number, target: ReplyTarget, kind: number, seq: number): void {
+    this.pool.request(q.shard, kind, target, seq).header(OP_WQ_INSPECT_JOBS, 0, scheduled ? 1 : 0, q.id, offset, limit, 0);
+  }
+
+  /** `inspect job`: the job at slot `i` of the UUID map (uuids.lookup). */
+  requestJob(i: number, target: ReplyTarget, kind: number, seq: number): void {
+    this.pool.request(this.uuids.shardAt(i), kind, target, seq).header(OP_WQ_INSPECT_JOB, 0, 0, 0, 0, 0, this.uuids.idAt(i));
+  }
+
+  /** The jobs of a reply to requestJobs / requestJob (null: not found). Payloads are views into `buf`. */
+  readJobs(buf: Buffer, at: number): InspectedJob[] | null {
+    if (replyKind(buf, at) !== R_WQ_JOBS) return null;
+    const count = wqJobsCount(buf, at);
+    const jobs: InspectedJob[] = [];
+    let p = payloadAt(at);
+    for (let k = 0; k < count; k++) {
+      const f = (field: number): number => buf.readDoubleLE(p + field * 8);
+      const payloadLen = f(WQ_INFO_PAYLOAD_LEN);
+      const uuidAt = p + WQ_INFO_FIELDS * 8;
+      const schedule = f(WQ_INFO_SCHEDULE);
+      jobs.push({
+        idText: uuidText(buf, uuidAt),
+        name: this.byId[f(WQ_INFO_QUEUE)]?.name ?? '',
+        ttrMs: f(WQ_INFO_TTR),
+        ttlMs: f(WQ_INFO_TTL),
+        payload: buf.subarray(uuidAt + 16, uuidAt + 16 + payloadLen),
+        maxAttempts: f(WQ_INFO_MAX_ATTEMPTS),
+        attempts: f(WQ_INFO_ATTEMPTS),
+        maxFails: f(WQ_INFO_MAX_FAILS),
+        fails: f(WQ_INFO_FAILS),
+        priority: f(WQ_INFO_PRIORITY),
+        state: f(WQ_INFO_STATE),
+        createdMs: f(WQ_INFO_CREATED),
+        scheduleMs: Number.isNaN(schedule) ? null : schedule,
+      });
+      p += WQ_INFO_BYTES + payloadLen;
+    }
+    return jobs;
   }
 
   // ---- lease ----

@@ -7,15 +7,11 @@
 // are answered, so a pipeline sees the server's one-at-a-time order.
 
 import { Connection, type ConnectionHost, type Transport } from '../connection.ts';
-import type { ResultClient, WorkqRouter, WqQueue } from '../../route/workq.ts';
+import { type ResultClient, WorkqRouter, type WqQueue } from '../../route/workq.ts';
 import type { ReplyTarget } from '../../route/shards.ts';
 import {
-  okResult, OP_WQ_ADD, OP_WQ_COMPLETE, OP_WQ_FAIL, OP_WQ_INSPECT_JOB, OP_WQ_INSPECT_JOBS,
-  OP_WQ_LENS, OP_WQ_RESULT, R_JOB, R_NUMS, R_OK, R_WQ_JOBS, payloadAt, payloadF64, recordEnd, replyId, replyKind, replyUnlogged, WQ_ADD_FIXED, WQ_DONE_NOT_FOUND,
-  WQ_DONE_OK, WQ_INFO_ATTEMPTS, WQ_INFO_BYTES, WQ_INFO_CREATED, WQ_INFO_FAILS, WQ_INFO_FIELDS,
-  WQ_INFO_MAX_ATTEMPTS, WQ_INFO_MAX_FAILS, WQ_INFO_PAYLOAD_LEN, WQ_INFO_PRIORITY, WQ_INFO_QUEUE,
-  WQ_INFO_SCHEDULE, WQ_INFO_STATE, WQ_INFO_TTL, WQ_INFO_TTR, wqJobPayloadAt, wqJobsCount, wqJobTtr, wqJobUuidAt,
-  wqResultSuccess,
+  okResult, OP_WQ_ADD, OP_WQ_COMPLETE, OP_WQ_FAIL, OP_WQ_RESULT, R_JOB, R_OK, payloadAt, recordEnd, replyId, replyKind,
+  replyUnlogged, WQ_ADD_FIXED, WQ_DONE_NOT_FOUND, WQ_DONE_OK, wqJobPayloadAt, wqJobTtr, wqJobUuidAt, wqResultSuccess,
 } from '../../shared/records.ts';
 import {
   CMD_ADD, CMD_COMPLETE, CMD_DELETE, CMD_FAIL, CMD_INSPECT_JOB, CMD_INSPECT_JOBS, CMD_INSPECT_QUEUE,
@@ -50,7 +46,7 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient, 
 
   // inspect queue(s): lengths gathered from the shards
   private lensNames: string[] = [];
-  private lensAt: number[][] = []; // per shard: indexes into lensNames, in request order
+  private lensAt = new Map<number, number[]>(); // per shard: indexes into lensNames, in request order
   private lens: Float64Array = new Float64Array(0);
   private lensLeft = 0;
 
@@ -140,8 +136,7 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient, 
         if (q === undefined) return this.answer(REPLY_NOT_FOUND);
         const seq = this.nextSeq();
         this.block(B_WAIT);
-        const scheduled = cmd === CMD_INSPECT_SCHEDULED_JOBS ? 1 : 0;
-        router.request(q.shard, K_WQ_INSPECT, this, seq).header(OP_WQ_INSPECT_JOBS, 0, scheduled, q.id, p.offset, p.limit, 0);
+        router.requestJobs(q, cmd === CMD_INSPECT_SCHEDULED_JOBS, p.offset, p.limit, this, K_WQ_INSPECT, seq);
         return false;
       }
       case CMD_INSPECT_JOB: {
@@ -149,7 +144,7 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient, 
         if (i === -1) return this.answer(REPLY_NOT_FOUND);
         const seq = this.nextSeq();
         this.block(B_WAIT);
-        router.request(router.uuids.shardAt(i), K_WQ_INSPECT, this, seq).header(OP_WQ_INSPECT_JOB, 0, 0, 0, 0, 0, router.uuids.idAt(i));
+        router.requestJob(i, this, K_WQ_INSPECT, seq);
         return false;
       }
     }
@@ -188,26 +183,12 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient, 
 
   /** inspect queue / queues: ready and scheduled lengths of each named queue, from its shard. */
   private gatherLens(names: string[]): boolean {
-    const router = this.router;
     this.lensNames = names;
     this.lens = new Float64Array(names.length * 2);
-    this.lensAt = [];
     const seq = this.nextSeq();
     this.block(B_WAIT);
-    const byShard = new Map<number, number[]>();
-    names.forEach((name, i) => {
-      const shard = (router.queue(name) as WqQueue).shard;
-      let list = byShard.get(shard);
-      if (list === undefined) byShard.set(shard, (list = []));
-      list.push(i);
-    });
-    this.lensLeft = byShard.size;
-    for (const [shard, list] of byShard) {
-      this.lensAt[shard] = list;
-      const w = router.request(shard, K_WQ_LENS, this, seq);
-      w.header(OP_WQ_LENS, list.length * 4, 0, list.length, 0, 0, 0);
-      for (const i of list) w.u32((router.queue(names[i]) as WqQueue).id);
-    }
+    this.lensAt = this.router.requestLens(names, this, K_WQ_LENS, seq);
+    this.lensLeft = this.lensAt.size;
     return false;
   }
 
@@ -282,13 +263,7 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient, 
         else this.answered(seq, REPLY_NOT_FOUND);
         return;
       case K_WQ_LENS: {
-        if (rk === R_NUMS) {
-          const list = this.lensAt[shard];
-          for (let k = 0; k < list.length; k++) {
-            this.lens[list[k] * 2] = payloadF64(buf, at, 2 * k);
-            this.lens[list[k] * 2 + 1] = payloadF64(buf, at, 2 * k + 1);
-          }
-        }
+        WorkqRouter.readLens(buf, at, this.lensAt.get(shard) ?? [], this.lens);
         if (--this.lensLeft > 0) return;
         const blocks = this.lensNames.map((name, i) => queueBlock(name, this.lens[i * 2], this.lens[i * 2 + 1]));
         this.lensNames = [];
@@ -296,37 +271,12 @@ export class WorkqSession extends Connection implements WorkqSink, LeaseClient, 
         return;
       }
       case K_WQ_INSPECT: {
-        if (rk !== R_WQ_JOBS) {
+        const jobs = this.router.readJobs(buf, at);
+        if (jobs === null) {
           this.answered(seq, REPLY_NOT_FOUND);
           return;
         }
-        const count = wqJobsCount(buf, at);
-        const blocks: Buffer[] = [];
-        let p = payloadAt(at);
-        for (let k = 0; k < count; k++) {
-          const f = (field: number): number => buf.readDoubleLE(p + field * 8);
-          const payloadLen = f(WQ_INFO_PAYLOAD_LEN);
-          const uuidAt = p + WQ_INFO_FIELDS * 8;
-          const schedule = f(WQ_INFO_SCHEDULE);
-          blocks.push(
-            jobBlock({
-              idText: uuidText(buf, uuidAt),
-              name: this.router.queueById(f(WQ_INFO_QUEUE))?.name ?? '',
-              ttrMs: f(WQ_INFO_TTR),
-              ttlMs: f(WQ_INFO_TTL),
-              payload: buf.subarray(uuidAt + 16, uuidAt + 16 + payloadLen),
-              maxAttempts: f(WQ_INFO_MAX_ATTEMPTS),
-              attempts: f(WQ_INFO_ATTEMPTS),
-              maxFails: f(WQ_INFO_MAX_FAILS),
-              fails: f(WQ_INFO_FAILS),
-              priority: f(WQ_INFO_PRIORITY),
-              state: f(WQ_INFO_STATE),
-              createdMs: f(WQ_INFO_CREATED),
-              scheduleMs: Number.isNaN(schedule) ? null : schedule,
-            }),
-          );
-          p += WQ_INFO_BYTES + payloadLen;
-        }
+        const blocks = jobs.map(jobBlock);
         this.answered(seq, inspectReply(blocks));
         return;
       }
