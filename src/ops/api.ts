@@ -15,6 +15,7 @@ import {
   LIST_RELEASES, LIST_RESERVES, LIST_STATE, LIST_TIME_LEFT, LIST_TIMEOUTS, LIST_TTR, type ListedJob,
 } from '../shared/records.ts';
 import type { StatsEntry } from '../proto/beanstalk/stats.ts';
+import { workqEndpoint, type WorkqEndpoint } from './workq-api.ts';
 import { CLEAR_BITS, clearTube, deleteJob, kickJob, kickTube, listJobs, pauseTube, STATE_NAMES, STATES, tubeStats } from './admin.ts';
 
 /** Jobs per page when the request names no limit. */
@@ -23,7 +24,7 @@ export const API_JOBS_LIMIT_DEFAULT = 100;
 export const API_BODY_BYTES_MAX = 64 * 1024;
 const U32_MAX = 0xffffffff;
 
-class ApiError extends Error {
+export class ApiError extends Error {
   readonly status: number;
   readonly headers: Record<string, string>;
   constructor(status: number, message: string, headers: Record<string, string> = {}) {
@@ -130,18 +131,21 @@ export class JsonApi {
     // Which endpoint, and which method it takes.
     let post: string | null = null;
     let get: 'tubes' | 'tube' | 'jobs' | null = null;
-    if (parts[0] === 'tubes' && n === 1) get = 'tubes';
+    let workq: WorkqEndpoint | null = null; // /api/workq/... (./workq-api.ts)
+    if (parts[0] === 'workq') workq = workqEndpoint(parts);
+    else if (parts[0] === 'tubes' && n === 1) get = 'tubes';
     else if (parts[0] === 'tubes' && n === 2 && parts[1] !== '') get = 'tube';
     else if (parts[0] === 'tubes' && n === 3 && parts[2] === 'jobs') get = 'jobs';
     else if (parts[0] === 'tubes' && n === 3 && ['kick', 'pause', 'clear'].includes(parts[2])) post = `tube-${parts[2]}`;
     else if (parts[0] === 'jobs' && n === 3 && ['delete', 'kick'].includes(parts[2])) post = `job-${parts[2]}`;
     else throw new ApiError(404, 'no such endpoint');
-    const method = post !== null ? 'POST' : 'GET';
+    const method = post !== null || workq?.post === true ? 'POST' : 'GET';
     if (req.method !== method) throw new ApiError(405, `${method} only`, { Allow: method });
-    if (post !== null) this.checkPost(req);
+    if (method === 'POST') this.checkPost(req);
     else if (this.readNeedsToken) this.checkToken(req);
     if (router === null) throw new ApiError(503, 'starting');
-    const body = post !== null ? await readJson(req) : null;
+    const body = method === 'POST' ? await readJson(req) : null;
+    if (workq !== null) return workq.run(router, url.searchParams);
 
     switch (get ?? post) {
       case 'tubes': {
