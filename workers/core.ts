@@ -7,7 +7,7 @@
 
 import {
   E_READY, E_TIMED_OUT, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
-  OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BEST, OP_PEEK_BURIED, OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT,
+  OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BEST, OP_PEEK_BURIED, OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_PUT_BURIED,
   OP_EXPIRE, OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
   OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_RESTORE, R_BEST, R_JOB,
   R_NONE, R_NUMS, R_OK, R_TUBES, RecordWriter, REPLY_FLAG_UNLOGGED, OP_LIST_JOBS, OP_CLEAR_TUBE, LIST_JOBS_MAX,
@@ -142,9 +142,9 @@ export class ShardCore {
   }
 
   /** R_JOB: a = tube, b = more, id, payload f64 deadline + body. */
-  private replyJob(id: number, more: number, deadlineMs: number): void {
+  private replyJob(id: number, more: number, deadlineMs: number, fromState = 0, delayLeftSec = 0): void {
     const body = this.engine.body(id);
-    this.out.header(R_JOB, 8 + body.length, 0, this.engine.tubeOf(id), more, 0, id);
+    this.out.header(R_JOB, 8 + body.length, fromState, this.engine.tubeOf(id), more, delayLeftSec, id);
     this.out.f64(deadlineMs);
     this.out.bytes(body, 0, body.length);
   }
@@ -323,11 +323,13 @@ export class ShardCore {
     const c = buf.readUInt32LE(at + 20);
     const id = buf.readDoubleLE(at + 24);
     switch (op) {
-      case OP_PUT: {
+      case OP_PUT:
+      case OP_PUT_BURIED: {
         const len = buf.readUInt32LE(at);
         const ttr = buf.readUInt32LE(at + HEADER_BYTES);
         const bodyStart = at + HEADER_BYTES + 4;
-        const state = engine.put(a, id, b, c, ttr, buf.subarray(bodyStart, at + len), now);
+        let state = engine.put(a, id, b, c, ttr, buf.subarray(bodyStart, at + len), now);
+        if (op === OP_PUT_BURIED) state = engine.buryNew(id);
         this.logFull(id, buf, bodyStart, at + len);
         logged.mark(out.len);
         out.header(R_OK, 0, 0, state, a, 0, id);
@@ -378,7 +380,10 @@ export class ShardCore {
           out.header(R_NONE, 0, 0, 0, 0, 0, 0);
           return;
         }
-        this.replyJob(id, engine.peekReady(engine.tubeOf(id)) !== 0 ? 1 : 0, engine.deadlineOf(id));
+        // conn@8: the state it was taken from; c: a delayed job's delay left, in seconds rounded
+        // up (the API's move keeps them, src/ops/admin.ts).
+        this.replyJob(id, engine.peekReady(engine.tubeOf(id)) !== 0 ? 1 : 0, engine.deadlineOf(id),
+          engine.lastTakenState, Math.ceil(engine.lastTakenDelayMs / 1000));
         return;
       }
       // Replies about one job echo its id, so the main thread can update what the connection holds.

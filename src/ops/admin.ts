@@ -10,9 +10,10 @@ import type { Router } from '../route/router.ts';
 import type { ReplyTarget } from '../route/shards.ts';
 import type { Tube } from '../route/tubes.ts';
 import {
-  CLEAR_JOBS_MAX, idsAt, idsTube, LIST_JOBS_MAX, listCount, listMore, OP_CLEAR_TUBE, OP_DELETE, OP_KICK, OP_KICK_JOB,
-  OP_LIST_JOBS, OP_PAUSE_TUBE, OP_STATS_TUBE, okResult, okTube, R_IDS, R_JOB_LIST, R_NUMS, R_OK, readJobList,
-  replyId, replyKind, replyUnlogged, type ListedJob,
+  CLEAR_JOBS_MAX, idsAt, idsTube, jobBodyAt, jobDelayLeft, jobFromState, jobTube, LIST_ID, LIST_JOBS_MAX, LIST_KEY, LIST_PRI,
+  listCount, listMore, OP_BURY, OP_CLEAR_TUBE, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_LIST_JOBS, OP_PAUSE_TUBE, OP_PUT, OP_PUT_BURIED,
+  OP_RELEASE, OP_RESERVE_JOB, OP_STATS_JOB, OP_STATS_TUBE, okResult, okTube, payloadF64, R_IDS, R_JOB, R_JOB_LIST,
+  R_NUMS, R_OK, readJobList, recordEnd, replyId, replyKind, replyUnlogged, type ListedJob,
 } from '../shared/records.ts';
 
 /** Job states as the engine numbers them (workers/engine/engine.ts), by the API's names. */
@@ -157,4 +158,200 @@ export function kickJob(router: Router, id: number): Promise<JobAnswer> {
     router.readied(okTube(buf, at), 1);
     return replyUnlogged(buf, at) ? 'unlogged' : 'done';
   }, (w) => w.header(OP_KICK_JOB, 0, 0, 0, 0, 0, id));
+}
+
+
+// ---- moving jobs to another tube ----
+//
+// beanstalk has no move: a moved job is a new job of the target tube (a new id; the same priority,
+// TTR and body; the same state: a delayed job keeps the delay it had left, rounded up to whole
+// seconds, and a buried one is put buried, OP_PUT_BURIED) and the original is deleted. Exact under concurrency, one job at a time (a page's jobs in parallel):
+//  1. reserve-job <id> by the API's own connection id: the job is ours alone, or (reserved by a
+//     worker meanwhile, or gone) it is skipped. Like a session's reserve-job it is an any-taker of
+//     its shard until answered (ReadyCounts rule 3). The shard says which state it took it from
+//     and a delayed job's delay left; stats-job (which nobody can change while we hold it) gives
+//     the priority and TTR.
+//  2. put the copy in the target tube as a session's put does (id, job map, tube counts, rule 1
+//     if it is ready; buried at once if the original was), and wait for the shard's answer (with -b: logged).
+//  3. delete the original, which we hold.
+// A job taken from a state that was not asked (it changed between the listing and step 1) is put
+// back as it was (released with its delay, or buried). A TTR running out while we hold a job
+// leaves it ours (the holder below keeps it; see Router.onEvent), so step 3 always finds it.
+
+/** The API's connection id for moves, per router. */
+const moverConns = new WeakMap<Router, number>();
+
+function moverConn(router: Router): number {
+  let conn = moverConns.get(router);
+  if (conn === undefined) {
+    conn = router.newConnId();
+    moverConns.set(router, conn);
+    // Every job a move takes, it deletes or gives back itself.
+    router.holders.set(conn, { jobExpired: () => true });
+  }
+  return conn;
+}
+
+/** Tubes a move runs on: kept (not freed, their ids not reused) until it ends. */
+const movePins = new Map<Tube, { n: number; was: boolean }>();
+
+function pin(t: Tube): void {
+  const p = movePins.get(t);
+  if (p !== undefined) p.n++;
+  else movePins.set(t, { n: 1, was: t.pinned });
+  t.pinned = true;
+}
+
+function unpin(router: Router, t: Tube): void {
+  const p = movePins.get(t);
+  if (p === undefined || --p.n > 0) return;
+  movePins.delete(t);
+  t.pinned = p.was;
+  router.tubes.release(t);
+}
+
+/** The states a move may take, as CLEAR_BITS; by the engine's state numbers. */
+const STATE_BITS: Record<number, number> = { 1: 1, 3: 2, 4: 4 };
+
+interface Taken {
+  readonly tube: number;
+  readonly from: number;
+  readonly delaySec: number;
+  readonly body: Buffer;
+}
+
+function reserveJobAs(router: Router, conn: number, id: number): Promise<Taken | null> {
+  const shard = router.jobMap.get(id);
+  if (shard < 0) return Promise.resolve(null);
+  router.readyCounts.anyTaker(shard);
+  return ask(router, shard, (buf, at): Taken | null => {
+    router.readyCounts.anyTakerDone(shard);
+    if (replyKind(buf, at) !== R_JOB) return null;
+    return {
+      tube: jobTube(buf, at), from: jobFromState(buf, at), delaySec: jobDelayLeft(buf, at),
+      body: Buffer.from(buf.subarray(jobBodyAt(at), recordEnd(buf, at))),
+    };
+  }, (w) => w.header(OP_RESERVE_JOB, 0, conn, 0, 0, 0, id));
+}
+
+/** stats-job's priority and TTR. */
+function priTtr(router: Router, shard: number, id: number): Promise<{ pri: number; ttr: number } | null> {
+  return ask(router, shard, (buf, at) => (replyKind(buf, at) === R_NUMS ? { pri: payloadF64(buf, at, 3), ttr: payloadF64(buf, at, 6) } : null),
+    (w) => w.header(OP_STATS_JOB, 0, 0, 0, 0, 0, id));
+}
+
+/** Gives a job the move holds back, in the state it was taken from. */
+function giveBack(router: Router, conn: number, shard: number, id: number, taken: Taken, pri: number): Promise<boolean> {
+  if (taken.from === 4) {
+    return ask(router, shard, (buf, at) => replyKind(buf, at) === R_OK, (w) => w.header(OP_BURY, 0, conn, 0, pri, 0, id));
+  }
+  return ask(router, shard, (buf, at) => {
+    if (replyKind(buf, at) !== R_OK) return false;
+    if (okResult(buf, at) === STATES.ready) router.readied(okTube(buf, at), 1);
+    return true;
+  }, (w) => w.header(OP_RELEASE, 0, conn, 0, pri, taken.from === 3 ? taken.delaySec : 0, id));
+}
+
+/** put into `t`, as a session's put: answered by the shard (with -b, once logged). Whether it was logged. */
+function putCopy(router: Router, conn: number, t: Tube, buried: boolean, pri: number, delaySec: number, ttr: number, body: Buffer): Promise<boolean> {
+  const id = router.nextJobId++;
+  t.jobs++;
+  router.jobMap.set(id, t.shard);
+  const answered = ask(router, t.shard, (buf, at) => {
+    if (okResult(buf, at) === STATES.ready) router.readied(okTube(buf, at));
+    return !replyUnlogged(buf, at);
+  }, (w) => {
+    w.header(buried ? OP_PUT_BURIED : OP_PUT, 4 + body.length, conn, t.id, pri, buried ? 0 : delaySec, id);
+    w.u32(ttr);
+    w.bytes(body, 0, body.length);
+  });
+  // Ready in its shard before any reserve sent from now on reaches it (rule 1).
+  if (!buried && delaySec === 0) router.readyCounts.add(t, 1);
+  return answered;
+}
+
+/** delete of a job `conn` holds. Whether it was logged; throws if the shard did not find it. */
+function deleteHeld(router: Router, conn: number, shard: number, id: number): Promise<boolean> {
+  return ask(router, shard, (buf, at) => {
+    if (replyKind(buf, at) !== R_OK) throw new Error(`job ${id}, held by the move, was not found to delete`);
+    router.deleted(id, okTube(buf, at));
+    return !replyUnlogged(buf, at);
+  }, (w) => w.header(OP_DELETE, 0, conn, 0, 0, 0, id));
+}
+
+type MoveOne = 'moved' | 'skipped' | 'moved-unlogged';
+
+async function moveOne(router: Router, conn: number, src: Tube, dst: Tube, mask: number, id: number, listedPri: number): Promise<MoveOne> {
+  const shard = router.jobMap.get(id);
+  const taken = await reserveJobAs(router, conn, id);
+  if (taken === null) return 'skipped';
+  let pt: { pri: number; ttr: number } | null = null;
+  let putSent = false;
+  try {
+    pt = await priTtr(router, shard, id);
+    if (pt === null) throw new Error(`job ${id}, held by the move, has no stats`);
+    if (taken.tube !== src.id || (mask & (STATE_BITS[taken.from] ?? 0)) === 0) {
+      await giveBack(router, conn, shard, id, taken, pt.pri);
+      return 'skipped';
+    }
+    putSent = true;
+    const putLogged = await putCopy(router, conn, dst, taken.from === STATES.buried, pt.pri, taken.from === STATES.delayed ? taken.delaySec : 0, pt.ttr, taken.body);
+    const delLogged = await deleteHeld(router, conn, shard, id);
+    return putLogged && delLogged ? 'moved' : 'moved-unlogged';
+  } catch (err) {
+    // Nothing of ours stays held: once the copy is sent the original goes, else it goes back.
+    if (putSent) await deleteHeld(router, conn, shard, id).catch(() => undefined);
+    else await giveBack(router, conn, shard, id, taken, pt?.pri ?? listedPri).catch(() => undefined);
+    throw err;
+  }
+}
+
+export interface MoveResult {
+  readonly moved: number;
+  /** Some changes could not be logged. */
+  readonly unlogged: boolean;
+}
+
+/**
+ * Moves up to `max` jobs of tube `from` in the states `mask` (CLEAR_BITS) to tube `to` (ready
+ * jobs first, then delayed, then buried, each in its listing order), a listing page
+ * (LIST_JOBS_MAX jobs) at a time so other requests interleave. Jobs reserved by a connection are
+ * never moved.
+ */
+export async function moveTube(router: Router, from: string, to: string, mask: number, max: number): Promise<MoveResult> {
+  const src = router.tubes.find(from);
+  if (src === undefined || max <= 0) return { moved: 0, unlogged: false };
+  const conn = moverConn(router);
+  pin(src);
+  const dst = router.tubes.findOrMake(to);
+  pin(dst);
+  let moved = 0;
+  let unlogged = false;
+  try {
+    for (const state of [STATES.ready, STATES.delayed, STATES.buried]) {
+      if ((mask & STATE_BITS[state]) === 0) continue;
+      let key = 0;
+      let cursor = 0;
+      while (moved < max) {
+        const page = await listJobs(router, src, state, key, cursor, Math.min(LIST_JOBS_MAX, max - moved));
+        // Every job of the page settled before the next page (or an error) goes on.
+        const out = await Promise.allSettled(page.jobs.map((j) => moveOne(router, conn, src, dst, mask, j.fields[LIST_ID], j.fields[LIST_PRI])));
+        let failed: unknown = null;
+        for (const r of out) {
+          if (r.status === 'rejected') failed ??= r.reason;
+          else if (r.value !== 'skipped') moved++;
+          if (r.status === 'fulfilled' && r.value === 'moved-unlogged') unlogged = true;
+        }
+        if (failed !== null) throw new Error(`moved ${moved}, then: ${(failed as Error).message}`);
+        const last = page.jobs[page.jobs.length - 1];
+        if (!page.more || last === undefined) break;
+        key = last.fields[LIST_KEY];
+        cursor = last.fields[LIST_ID];
+      }
+    }
+  } finally {
+    unpin(router, src);
+    unpin(router, dst);
+  }
+  return { moved, unlogged };
 }

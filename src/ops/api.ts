@@ -16,7 +16,7 @@ import {
 } from '../shared/records.ts';
 import type { StatsEntry } from '../proto/beanstalk/stats.ts';
 import { workqEndpoint, type WorkqEndpoint } from './workq-api.ts';
-import { CLEAR_BITS, clearTube, deleteJob, kickJob, kickTube, listJobs, pauseTube, STATE_NAMES, STATES, tubeStats } from './admin.ts';
+import { CLEAR_BITS, clearTube, deleteJob, kickJob, kickTube, listJobs, moveTube, pauseTube, STATE_NAMES, STATES, tubeStats } from './admin.ts';
 
 /** Jobs per page when the request names no limit. */
 export const API_JOBS_LIMIT_DEFAULT = 100;
@@ -136,7 +136,7 @@ export class JsonApi {
     else if (parts[0] === 'tubes' && n === 1) get = 'tubes';
     else if (parts[0] === 'tubes' && n === 2 && parts[1] !== '') get = 'tube';
     else if (parts[0] === 'tubes' && n === 3 && parts[2] === 'jobs') get = 'jobs';
-    else if (parts[0] === 'tubes' && n === 3 && ['kick', 'pause', 'clear'].includes(parts[2])) post = `tube-${parts[2]}`;
+    else if (parts[0] === 'tubes' && n === 3 && ['kick', 'pause', 'clear', 'move'].includes(parts[2])) post = `tube-${parts[2]}`;
     else if (parts[0] === 'jobs' && n === 3 && ['delete', 'kick'].includes(parts[2])) post = `job-${parts[2]}`;
     else throw new ApiError(404, 'no such endpoint');
     const method = post !== null || workq?.post === true ? 'POST' : 'GET';
@@ -173,17 +173,21 @@ export class JsonApi {
         await pauseTube(router, t, seconds);
         return { status: 200, body: { tube: t.name, paused: seconds } };
       }
+      case 'tube-move': {
+        const t = findTube(router, parts[1]);
+        const b = body as Record<string, unknown>;
+        const to = b.to;
+        if (typeof to !== 'string' || !TUBE_NAME.test(to)) throw new ApiError(400, 'to must be a tube name (1 to 200 of A-Z a-z 0-9 - + / ; . $ _ ( ), not starting with -)');
+        if (to === t.name) throw new ApiError(400, 'to names the same tube');
+        const mask = stateMask(b.states, 'moved');
+        const max = b.max === undefined ? Number.MAX_SAFE_INTEGER : intIn(b.max, 'max', 1, Number.MAX_SAFE_INTEGER);
+        const r = await moveTube(router, t.name, to, mask, max);
+        if (r.unlogged) throw new ApiError(500, `moved ${r.moved}, but not every change could be logged`);
+        return { status: 200, body: { tube: t.name, to, moved: r.moved } };
+      }
       case 'tube-clear': {
         const t = findTube(router, parts[1]);
-        const states = (body as Record<string, unknown>).states;
-        if (!Array.isArray(states) || states.length === 0) throw new ApiError(400, 'states must be a list of ready, delayed, buried');
-        let mask = 0;
-        for (const s of states) {
-          if (s === 'reserved') throw new ApiError(400, 'reserved jobs are not cleared (their connections hold them)');
-          const bit = typeof s === 'string' ? CLEAR_BITS[s] : undefined;
-          if (bit === undefined) throw new ApiError(400, `unknown state ${JSON.stringify(s)}`);
-          mask |= bit;
-        }
+        const mask = stateMask((body as Record<string, unknown>).states, 'cleared');
         const r = await clearTube(router, t.name, mask);
         if (r.unlogged) throw new ApiError(500, `deleted ${r.deleted}, but not every deletion could be logged`);
         return { status: 200, body: { tube: t.name, deleted: r.deleted } };
@@ -252,6 +256,22 @@ export class JsonApi {
     const type = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
     if (type !== 'application/json') throw new ApiError(415, 'Content-Type must be application/json (form posts are refused)');
   }
+}
+
+/** beanstalkd's tube names: 1 to 200 of its NAME_CHARS, not starting with '-'. */
+const TUBE_NAME = /^[A-Za-z0-9+/;.$_()][A-Za-z0-9+/;.$_()-]{0,199}$/;
+
+/** A list of ready, delayed, buried as CLEAR_BITS, else 400 (reserved jobs are never `verb`). */
+function stateMask(states: unknown, verb: string): number {
+  if (!Array.isArray(states) || states.length === 0) throw new ApiError(400, 'states must be a list of ready, delayed, buried');
+  let mask = 0;
+  for (const s of states) {
+    if (s === 'reserved') throw new ApiError(400, `reserved jobs are not ${verb} (their connections hold them)`);
+    const bit = typeof s === 'string' ? CLEAR_BITS[s] : undefined;
+    if (bit === undefined) throw new ApiError(400, `unknown state ${JSON.stringify(s)}`);
+    mask |= bit;
+  }
+  return mask;
 }
 
 function findTube(router: Router, name: string): Tube {

@@ -34,8 +34,12 @@ export interface RouterConfig {
 
 /** A connection that holds reserved jobs. */
 export interface JobHolder {
-  /** Job `id`'s reservation ran out (its TTR): the connection no longer holds it. */
-  jobExpired(id: number): void;
+  /**
+   * Job `id`'s reservation ran out (its TTR): the connection no longer holds it. Returns true if
+   * the holder keeps it all the same (the API's move, which deletes or releases every job it takes
+   * itself): then no OP_EXPIRE is sent and the shard keeps it reserved by that connection.
+   */
+  jobExpired(id: number): boolean | void;
 }
 
 // Job states as the engine numbers them (workers/engine/engine.ts).
@@ -240,7 +244,7 @@ export class Router {
       // ReadyCounts (jobs readied by the shard itself never are).
       const conn = eventConn(buf, at);
       const id = replyId(buf, at);
-      this.holders.get(conn)?.jobExpired(id);
+      if (this.holders.get(conn)?.jobExpired(id) === true) return;
       this.pool.request(shard, 0, NO_REPLY, 0).header(OP_EXPIRE, 0, conn, 0, eventReserves(buf, at), 0, id);
     }
   }

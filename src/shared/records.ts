@@ -55,6 +55,7 @@ export const OP_LIST_JOBS = 28; //      a=tube, b=state (1 ready, 2 reserved, 3 
 //                                     seen): one page of the tube's jobs in that state, in the state's order (R_JOB_LIST)
 export const OP_CLEAR_TUBE = 29; //    a=tube, b=states (CLEAR_* bits), c=most jobs to delete (<= CLEAR_JOBS_MAX): deletes
 //                                     them as `delete` does, logged; R_IDS a=count, b=1 if jobs remain in those states
+export const OP_PUT_BURIED = 30; //    as OP_PUT, and the new job is buried at once (the API's move of a buried job)
 /** Most jobs one OP_LIST_JOBS page holds. */
 export const LIST_JOBS_MAX = 1000;
 /** Body bytes an OP_LIST_JOBS item carries at most (its preview). */
@@ -130,7 +131,8 @@ export const WQ_INFO_BYTES = WQ_INFO_FIELDS * 8 + 16;
 // Replies, shard -> main (one per request).
 export const R_NONE = 1; //   nothing found / refused
 export const R_OK = 2; //     a = small result (state, count, tube), value@24 = f64 (deadline...)
-export const R_JOB = 3; //    a = tube, b = 1 if more ready jobs remain in the tubes asked, id@24,
+export const R_JOB = 3; //    a = tube, b = 1 if more ready jobs remain in the tubes asked, id@24 (to OP_RESERVE_JOB:
+//                            @8 the state it was taken from, c = a delayed job's delay left in seconds, rounded up),
 //                            payload: f64 deadline then the body bytes
 export const R_BEST = 4; //   b = pri, id@24
 export const R_NUMS = 5; //   a = count; payload f64[count]
@@ -225,6 +227,10 @@ export const jobTube = (b: Buffer, at: number): number => b.readUInt32LE(at + 12
 export const jobMore = (b: Buffer, at: number): boolean => b.readUInt32LE(at + 16) !== 0;
 /** R_JOB (beanstalk): the reservation's TTR deadline (ms; 0 for a peek). */
 export const jobDeadline = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES);
+/** R_JOB to OP_RESERVE_JOB: the state the job was taken from (1 ready, 3 delayed, 4 buried). */
+export const jobFromState = (b: Buffer, at: number): number => b.readUInt32LE(at + 8);
+/** R_JOB to OP_RESERVE_JOB: a delayed job's delay left when taken (seconds, rounded up). */
+export const jobDelayLeft = (b: Buffer, at: number): number => b.readUInt32LE(at + 20);
 /** R_JOB (beanstalk): where the body starts (it ends at recordEnd). */
 export const jobBodyAt = (at: number): number => at + HEADER_BYTES + 8;
 

@@ -114,6 +114,9 @@ export class Engine {
   private delayedCt = 0;
   private buriedCt = 0;
   private jobTimeouts = 0;
+  /** reserveJob: the job's state before it, and (DELAYED) the ms its delay had left (a move keeps both). */
+  lastTakenState = 0;
+  lastTakenDelayMs = 0;
   private expiredCt = 0; // RESERVED jobs past their TTR, waiting for expire() (out of the timer heap)
   private seq = 0; // stamps tubes to report each at most once per tick/releaseConn
   private buryStamp = 0; // the last buried job's stamp (in its deadline column)
@@ -226,11 +229,22 @@ export class Engine {
     return true;
   }
 
+  /** A job just put goes to BURIED (OP_PUT_BURIED: the API's move of a buried job). Returns BURIED. */
+  buryNew(id: number): number {
+    const s = this.index.get(id);
+    const t = this.tubeAt(s);
+    this.leave(s, t);
+    this.enterBuried(s, t);
+    return BURIED;
+  }
+
   /** beanstalkd's reserve-job: READY, DELAYED or BURIED -> RESERVED by conn (pauses ignored). */
   reserveJob(id: number, conn: number, nowMs: number): boolean {
     const s = this.index.get(id);
     if (s === NIL || this.jobState[s] === RESERVED) return false;
     const t = this.tubeAt(s);
+    this.lastTakenState = this.jobState[s];
+    this.lastTakenDelayMs = this.jobState[s] === DELAYED ? Math.max(0, this.deadline[s] - nowMs) : 0;
     this.leave(s, t);
     this.enterReserved(s, t, conn, nowMs);
     return true;
