@@ -123,12 +123,12 @@ describe('the dashboard in chromium', () => {
     expect(errors).toEqual([]);
   });
 
-  it('pages a tube\'s jobs, pauses and resumes, deletes and kicks a job, clears by state', async (ctx) => {
+  it('pages a tube\'s jobs, pauses and resumes, deletes and kicks a job, moves jobs to another tube and back, clears by state', async (ctx) => {
     const b = await browser(ctx);
     const srv = await start(ctx);
     const page = await b.newPage();
     const errors = watchErrors(page);
-    page.on('dialog', (d) => void d.accept()); // delete and clear ask first
+    page.on('dialog', (d) => void d.accept()); // delete, move and clear ask first
     await page.goto(`http://127.0.0.1:${srv.httpPort}/`);
     await page.evaluate((t) => sessionStorage.setItem('shardstalk-token', t), TOKEN);
     const c = await client(ctx, srv.port);
@@ -185,6 +185,23 @@ describe('the dashboard in chromium', () => {
     await message(`kicked job ${ids[1]}`);
     await cellIs(page, 'pager', 'buried', '1');
     await cellIs(page, 'pager', 'ready', '23');
+
+    // Move the ready jobs (checked by default) to another tube, once a target is named, and back.
+    await page.click('#move');
+    await message('name the tube to move to');
+    await page.fill('#move-to', 'moved');
+    await page.click('#move');
+    await message('moved 23 jobs from pager to moved');
+    await cellIs(page, 'pager', 'ready', '0');
+    await cellIs(page, 'moved', 'ready', '23');
+    await cellIs(page, 'pager', 'buried', '1');
+    await page.click('#tubes tr[data-tube="moved"] td.name');
+    await page.fill('#move-to', 'pager');
+    await page.click('#move');
+    // (Emptied and used by nobody, "moved" is gone: the page then says so for its job list.)
+    await cellIs(page, 'pager', 'ready', '23');
+    await page.locator('#tubes tr[data-tube="moved"]').waitFor({ state: 'detached', timeout: WAIT_MS });
+    await page.click('#tubes tr[data-tube="pager"] td.name');
 
     // Clear the buried (checked by default), then the ready ones.
     await page.click('#clear');

@@ -318,6 +318,14 @@
     if (!confirm('Delete every ' + states.join(', ') + ' job in ' + selected + '?')) return;
     act(tubePath('clear'), { states }, (a) => 'deleted ' + a.deleted + ' job' + (a.deleted === 1 ? '' : 's') + ' from ' + a.tube);
   });
+  $('move').addEventListener('click', () => {
+    const states = [...document.querySelectorAll('input.move-state:checked')].map((c) => c.value);
+    const to = $('move-to').value.trim();
+    if (states.length === 0) { message('choose the states to move', true); return; }
+    if (to === '') { message('name the tube to move to', true); return; }
+    if (!confirm('Move every ' + states.join(', ') + ' job in ' + selected + ' to ' + to + '?')) return;
+    act(tubePath('move'), { to, states }, (a) => 'moved ' + a.moved + ' job' + (a.moved === 1 ? '' : 's') + ' from ' + a.tube + ' to ' + a.to);
+  });
   for (const b of document.querySelectorAll('button.state')) {
     b.addEventListener('click', () => { listState = b.dataset.state; cursor = ''; loadJobs(); });
   }
