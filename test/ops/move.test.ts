@@ -1,8 +1,9 @@
 // Moving jobs to another tube from the JSON API (#14, POST /api/tubes/:name/move, src/ops/admin.ts
 // moveTube): a moved job is a new job of the target tube with the same priority, TTR and body (a
-// delayed one keeps its delay left, a buried one stays buried), the original is gone; between shards and within one; jobs a
-// worker reserves during the move stay the worker's and are never moved or duplicated; with -b a
-// move survives a restart; the POST rules (token, JSON, Origin) and the 400s.
+// delayed one keeps its delay left, a buried one stays buried), the original is gone; between
+// shards and within one; jobs a worker reserves during the move stay the worker's and are never
+// moved or duplicated; a TTR running out while the move holds a job leaves it with the move; with
+// -b a move survives a restart; the POST rules (token, JSON, Origin) and the 400s.
 
 import fs from 'node:fs';
 import http from 'node:http';
@@ -10,9 +11,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { shardOf } from '../../src/route/hash.ts';
+import type { Router } from '../../src/route/router.ts';
+import { OP_DELETE, OP_RESERVE_JOB, R_JOB, R_OK, replyKind } from '../../src/shared/records.ts';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
-import { putForId } from '../support/harness.ts';
+import { putForId, sleep } from '../support/harness.ts';
 
 const TOKEN = 'move-token-0123456789abcdef';
 
@@ -282,6 +285,37 @@ describe('JSON API: move jobs to another tube', () => {
     expect(bodies.sort()).toEqual(['m0', 'm1', 'm2', 'm3', 'm4', 'm5']);
     expect(await idsIn(srv.httpPort!, a, 'ready')).toEqual([keep]);
     for (const id of [mb]) expect(await d.request(`stats-job ${id}`)).toBe('NOT_FOUND\r\n');
+  });
+
+  it('a job whose TTR runs out while a holder keeps it (the move) stays that holder\'s; otherwise it goes back to ready', async (ctx) => {
+    const srv = await start(ctx, { shards: 2 });
+    const router: Router = srv.router;
+    const c = await client(ctx, srv.port);
+    await c.request('use t');
+    const kept = await putForId(c, 'kept', 0, 0, 1);
+    const other = await putForId(c, 'other', 0, 0, 1);
+    const ask = (op: number, conn: number, id: number): Promise<number> => new Promise((resolve) => {
+      router.pool.request(router.jobMap.get(id), 0, { onShardReply: (_s, _k, _q, buf, at) => resolve(replyKind(buf, at)) }, 0)
+        .header(op, 0, conn, 0, 0, 0, id);
+      router.flushSoon();
+    });
+    const keeper = router.newConnId();
+    router.holders.set(keeper, { jobExpired: () => true });
+    const plain = router.newConnId();
+    router.holders.set(plain, { jobExpired: () => undefined });
+    router.readyCounts.anyTaker(shardOf('t', 2)); // as the move does (rule 3)
+    expect(await ask(OP_RESERVE_JOB, keeper, kept)).toBe(R_JOB);
+    router.readyCounts.anyTakerDone(shardOf('t', 2));
+    router.readyCounts.anyTaker(shardOf('t', 2));
+    expect(await ask(OP_RESERVE_JOB, plain, other)).toBe(R_JOB);
+    router.readyCounts.anyTakerDone(shardOf('t', 2));
+    await sleep(1600);
+    expect((await yaml(c, `stats-job ${kept}`)).state).toBe('reserved');
+    expect((await yaml(c, `stats-job ${other}`)).state).toBe('ready');
+    expect(await c.request(`delete ${kept}`)).toBe('NOT_FOUND\r\n'); // nobody else can have it
+    expect(await ask(OP_DELETE, keeper, kept)).toBe(R_OK);
+    router.deleted(kept, router.tubes.find('t')!.id);
+    expect(await c.request(`stats-job ${kept}`)).toBe('NOT_FOUND\r\n');
   });
 
   it('needs the token, JSON and the same origin; 400 for a bad or the same target', async (ctx) => {
