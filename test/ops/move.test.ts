@@ -189,8 +189,8 @@ describe('JSON API: move jobs to another tube', () => {
     expect((await post(port, '/api/tubes/q/move', { to: 'q2', states: ['reserved'] })).status).toBe(400);
   });
 
-  it('jobs reserved by workers during a move stay theirs: every job ends moved or held, none twice', async (ctx) => {
-    const srv = await start(ctx, { shards: 2 });
+  for (const logged of [false, true]) it(`jobs reserved by workers during a move stay theirs: every job ends moved or held, none twice${logged ? ' (-b)' : ''}`, async (ctx) => {
+    const srv = await start(ctx, logged ? { shards: 2, binlogDir: tmpDir(ctx) } : { shards: 2 });
     const port = srv.httpPort!;
     const { a, other } = names();
     const c = await client(ctx, srv.port);
