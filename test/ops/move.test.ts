@@ -3,7 +3,8 @@
 // delayed one keeps its delay left, a buried one stays buried), the original is gone; between
 // shards and within one; jobs a worker reserves during the move stay the worker's and are never
 // moved or duplicated; a TTR running out while the move holds a job leaves it with the move; with
-// -b a move survives a restart; the POST rules (token, JSON, Origin) and the 400s.
+// -b a move survives a restart, and one made while the log fails (500) is on disk once it writes
+// again; the POST rules (token, JSON, Origin) and the 400s.
 
 import fs from 'node:fs';
 import http from 'node:http';
@@ -316,6 +317,45 @@ describe('JSON API: move jobs to another tube', () => {
     expect(await ask(OP_DELETE, keeper, kept)).toBe(R_OK);
     router.deleted(kept, router.tubes.find('t')!.id);
     expect(await c.request(`stats-job ${kept}`)).toBe('NOT_FOUND\r\n');
+  });
+
+  it('with -b and the log failing: 500, nothing duplicated in memory, and once the log writes again a restart has the move', async (ctx) => {
+    const dir = tmpDir(ctx);
+    const { a, other } = names();
+    const faults = new SharedArrayBuffer(4);
+    const first = await startServer({
+      host: '127.0.0.1', port: 0, logLevel: 'silent', http: { host: '127.0.0.1', port: 0 }, httpToken: TOKEN, shards: 2, binlogDir: dir,
+      fsyncMs: 0, walFaults: faults,
+    });
+    let closed = false;
+    ctx.onTestFinished(async () => {
+      if (!closed) await first.close();
+    });
+    const c = await connect(first.port);
+    await c.request(`use ${a}`);
+    for (let i = 0; i < 3; i++) await putForId(c, `f${i}`, i);
+    Atomics.store(new Int32Array(faults), 0, 1_000_000_000);
+    const r = await post(first.httpPort!, `/api/tubes/${a}/move`, { to: other, states: ['ready'] });
+    expect(r.status, r.text).toBe(500);
+    expect(r.json.error).toMatch(/^moved 3, but not every change could be logged/);
+    const src = await yaml(c, `stats-tube ${a}`);
+    const dst = await yaml(c, `stats-tube ${other}`);
+    expect([src['current-jobs-ready'], dst['current-jobs-ready']]).toEqual(['0', '3']);
+    Atomics.store(new Int32Array(faults), 0, 0);
+    // The log retries: a put goes through once it writes again (the queued records before it).
+    await c.request(`use ${other}`);
+    const deadline = Date.now() + 5000;
+    while (!/^INSERTED/.test(await c.request('put 0 0 60 1\r\nz'))) {
+      expect(Date.now()).toBeLessThan(deadline);
+      await sleep(50);
+    }
+    c.destroy();
+    await first.close();
+    closed = true;
+    const srv = await start(ctx, { shards: 2, binlogDir: dir });
+    const d = await client(ctx, srv.port);
+    expect((await yaml(d, `stats-tube ${other}`))['current-jobs-ready']).toBe('4');
+    expect(await d.request(`stats-tube ${a}`)).toBe('NOT_FOUND\r\n');
   });
 
   it('needs the token, JSON and the same origin; 400 for a bad or the same target', async (ctx) => {
