@@ -281,7 +281,7 @@ function deleteHeld(router: Router, conn: number, shard: number, id: number): Pr
 
 type MoveOne = 'moved' | 'skipped' | 'moved-unlogged';
 
-async function moveOne(router: Router, conn: number, src: Tube, dst: Tube, mask: number, id: number, listedPri: number): Promise<MoveOne> {
+async function moveOne(router: Router, conn: number, src: Tube, dst: Tube, mask: number, id: number, listedPri: number, created: () => void): Promise<MoveOne> {
   const shard = router.jobMap.get(id);
   const taken = await reserveJobAs(router, conn, id);
   if (taken === null) return 'skipped';
@@ -296,6 +296,7 @@ async function moveOne(router: Router, conn: number, src: Tube, dst: Tube, mask:
     }
     putSent = true;
     const putLogged = await putCopy(router, conn, dst, taken.from === STATES.buried, pt.pri, taken.from === STATES.delayed ? taken.delaySec : 0, pt.ttr, taken.body);
+    created(); // a new job, as a put makes (stats total-jobs)
     const delLogged = await deleteHeld(router, conn, shard, id);
     return putLogged && delLogged ? 'moved' : 'moved-unlogged';
   } catch (err) {
@@ -318,7 +319,7 @@ export interface MoveResult {
  * (LIST_JOBS_MAX jobs) at a time so other requests interleave. Jobs reserved by a connection are
  * never moved.
  */
-export async function moveTube(router: Router, from: string, to: string, mask: number, max: number): Promise<MoveResult> {
+export async function moveTube(router: Router, from: string, to: string, mask: number, max: number, created: () => void = () => {}): Promise<MoveResult> {
   const src = router.tubes.find(from);
   if (src === undefined || max <= 0) return { moved: 0, unlogged: false };
   const conn = moverConn(router);
@@ -335,7 +336,7 @@ export async function moveTube(router: Router, from: string, to: string, mask: n
       while (moved < max) {
         const page = await listJobs(router, src, state, key, cursor, Math.min(LIST_JOBS_MAX, max - moved));
         // Every job of the page settled before the next page (or an error) goes on.
-        const out = await Promise.allSettled(page.jobs.map((j) => moveOne(router, conn, src, dst, mask, j.fields[LIST_ID], j.fields[LIST_PRI])));
+        const out = await Promise.allSettled(page.jobs.map((j) => moveOne(router, conn, src, dst, mask, j.fields[LIST_ID], j.fields[LIST_PRI], created)));
         let failed: unknown = null;
         for (const r of out) {
           if (r.status === 'rejected') failed ??= r.reason;

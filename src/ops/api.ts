@@ -110,6 +110,9 @@ export class JsonApi {
   }
 
   /** Answers a request under /api/ (router null: not serving yet). */
+  /** A job was made by an action (a move's copy): the server counts it in stats total-jobs (set by the HTTP side). */
+  jobCreated: () => void = () => {};
+
   handle(req: http.IncomingMessage, res: http.ServerResponse, router: Router | null): void {
     this.route(req, router)
       .then((out) => json(res, out.status, out.body))
@@ -181,7 +184,7 @@ export class JsonApi {
         if (to === t.name) throw new ApiError(400, 'to names the same tube');
         const mask = stateMask(b.states, 'moved');
         const max = b.max === undefined ? Number.MAX_SAFE_INTEGER : intIn(b.max, 'max', 1, Number.MAX_SAFE_INTEGER);
-        const r = await moveTube(router, t.name, to, mask, max);
+        const r = await moveTube(router, t.name, to, mask, max, this.jobCreated);
         if (r.unlogged) throw new ApiError(500, `moved ${r.moved}, but not every change could be logged`);
         return { status: 200, body: { tube: t.name, to, moved: r.moved } };
       }

@@ -67,6 +67,7 @@ export class OpsHttp {
   /** The log is replayed and the protocol ports listen: /readyz answers 200 (unless draining), /metrics serves. */
   ready(beanstalk: BeanstalkServer): void {
     this.beanstalk = beanstalk;
+    if (this.api !== null) this.api.jobCreated = () => void beanstalk.totalJobs++;
     this.phase = 'serving';
   }
 

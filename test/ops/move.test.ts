@@ -126,9 +126,12 @@ describe('JSON API: move jobs to another tube', () => {
       expect(await c.request(`reserve-job ${toBury}`)).toBe(`RESERVED ${toBury} 2\r\nb1\r\n`);
       expect(await c.request(`bury ${toBury} 9`)).toBe('BURIED\r\n');
 
+      const totalBefore = Number((await yaml(c, 'stats'))['total-jobs']);
       const r = await post(port, `/api/tubes/${a}/move`, { to, states: ['ready', 'delayed', 'buried'] });
       expect(r.status, r.text).toBe(200);
       expect(r.json).toEqual({ tube: a, to, moved: 4 });
+      // Each copy is a new job, as a put makes: stats total-jobs counts it.
+      expect(Number((await yaml(c, 'stats'))['total-jobs'])).toBe(totalBefore + 4);
       for (const id of [...ready, delayed, toBury]) expect(await c.request(`stats-job ${id}`)).toBe('NOT_FOUND\r\n');
 
       const want = new Map([
