@@ -252,8 +252,8 @@ function giveBack(router: Router, conn: number, shard: number, id: number, taken
   }, (w) => w.header(OP_RELEASE, 0, conn, 0, pri, taken.from === 3 ? taken.delaySec : 0, id));
 }
 
-/** put into `t`, as a session's put: answered by the shard (with -b, once logged). Whether it was logged. */
-function putCopy(router: Router, conn: number, t: Tube, buried: boolean, pri: number, delaySec: number, ttr: number, body: Buffer): Promise<boolean> {
+/** put into `t`, as a session's put: answered by the shard (with -b, once logged). Whether it was logged, and the new id. */
+async function putCopy(router: Router, conn: number, t: Tube, buried: boolean, pri: number, delaySec: number, ttr: number, body: Buffer): Promise<{ logged: boolean; id: number }> {
   const id = router.nextJobId++;
   t.jobs++;
   router.jobMap.set(id, t.shard);
@@ -267,7 +267,19 @@ function putCopy(router: Router, conn: number, t: Tube, buried: boolean, pri: nu
   });
   // Ready in its shard before any reserve sent from now on reaches it (rule 1).
   if (!buried && delaySec === 0) router.readyCounts.add(t, 1);
-  return answered;
+  return { logged: await answered, id };
+}
+
+/** delete of a job `conn` does not hold (a ready copy a worker may have taken): whether it was deleted. */
+function deleteUnheld(router: Router, conn: number, shard: number, id: number): Promise<boolean> {
+  // It may take a ready job of that shard: an any-taker until answered (ReadyCounts rule 3).
+  router.readyCounts.anyTaker(shard);
+  return ask(router, shard, (buf, at) => {
+    router.readyCounts.anyTakerDone(shard);
+    if (replyKind(buf, at) !== R_OK) return false;
+    router.deleted(id, okTube(buf, at));
+    return true;
+  }, (w) => w.header(OP_DELETE, 0, conn, 0, 0, 0, id));
 }
 
 /** delete of a job `conn` holds. Whether it was logged; throws if the shard did not find it. */
@@ -279,7 +291,7 @@ function deleteHeld(router: Router, conn: number, shard: number, id: number): Pr
   }, (w) => w.header(OP_DELETE, 0, conn, 0, 0, 0, id));
 }
 
-type MoveOne = 'moved' | 'skipped' | 'moved-unlogged';
+type MoveOne = 'moved' | 'skipped' | 'moved-unlogged' | 'undone';
 
 async function moveOne(router: Router, conn: number, src: Tube, dst: Tube, mask: number, id: number, listedPri: number, created: () => void): Promise<MoveOne> {
   const shard = router.jobMap.get(id);
@@ -295,10 +307,20 @@ async function moveOne(router: Router, conn: number, src: Tube, dst: Tube, mask:
       return 'skipped';
     }
     putSent = true;
-    const putLogged = await putCopy(router, conn, dst, taken.from === STATES.buried, pt.pri, taken.from === STATES.delayed ? taken.delaySec : 0, pt.ttr, taken.body);
+    const copy = await putCopy(router, conn, dst, taken.from === STATES.buried, pt.pri, taken.from === STATES.delayed ? taken.delaySec : 0, pt.ttr, taken.body);
     created(); // a new job, as a put makes (stats total-jobs)
+    if (!copy.logged) {
+      // The copy is not on disk (the log is failing) while the original is: deleting the original
+      // now could lose the job in a crash before the log recovers. Undo instead: the copy goes
+      // (its put and delete records reach the log together, in order), the original goes back.
+      // Should a worker have taken the copy already, both stay: a job done twice, never lost.
+      await deleteUnheld(router, conn, dst.shard, copy.id);
+      putSent = false;
+      await giveBack(router, conn, shard, id, taken, pt.pri);
+      return 'undone';
+    }
     const delLogged = await deleteHeld(router, conn, shard, id);
-    return putLogged && delLogged ? 'moved' : 'moved-unlogged';
+    return delLogged ? 'moved' : 'moved-unlogged';
   } catch (err) {
     // Nothing of ours stays held: once the copy is sent the original goes, else it goes back.
     if (putSent) await deleteHeld(router, conn, shard, id).catch(() => undefined);
@@ -340,8 +362,8 @@ export async function moveTube(router: Router, from: string, to: string, mask: n
         let failed: unknown = null;
         for (const r of out) {
           if (r.status === 'rejected') failed ??= r.reason;
-          else if (r.value !== 'skipped') moved++;
-          if (r.status === 'fulfilled' && r.value === 'moved-unlogged') unlogged = true;
+          else if (r.value === 'moved' || r.value === 'moved-unlogged') moved++;
+          if (r.status === 'fulfilled' && (r.value === 'moved-unlogged' || r.value === 'undone')) unlogged = true;
         }
         if (failed !== null) throw new Error(`moved ${moved}, then: ${(failed as Error).message}`);
         const last = page.jobs[page.jobs.length - 1];
