@@ -6,25 +6,15 @@
 import http from 'node:http';
 import pino from 'pino';
 import { describe, expect, it, type TestContext } from 'vitest';
-import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
-import { connect, type Client } from '../support/client.ts';
+import type { RunningServer, ServerOptions } from '../../src/server.ts';
+import type { Client } from '../support/client.ts';
+import { clientFor, startWithHttp } from './support.ts';
 import { putForId } from '../support/harness.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 
-async function start(ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> {
-  const srv = await startServer({
-    host: '127.0.0.1', port: 0, logLevel: 'silent', http: { host: '127.0.0.1', port: 0 }, httpToken: TOKEN, ...opts,
-  });
-  ctx.onTestFinished(() => srv.close());
-  return srv;
-}
-
-async function client(ctx: TestContext, port: number): Promise<Client> {
-  const c = await connect(port);
-  ctx.onTestFinished(() => c.destroy());
-  return c;
-}
+const start = (ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> => startWithHttp(ctx, TOKEN, opts);
+const client = clientFor;
 
 interface Answer {
   status: number;

@@ -16,23 +16,13 @@ import type { Router } from '../../src/route/router.ts';
 import { OP_DELETE, OP_RESERVE_JOB, R_JOB, R_OK, replyKind } from '../../src/shared/records.ts';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
+import { clientFor, startWithHttp } from './support.ts';
 import { putForId, sleep } from '../support/harness.ts';
 
 const TOKEN = 'move-token-0123456789abcdef';
 
-async function start(ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> {
-  const srv = await startServer({
-    host: '127.0.0.1', port: 0, logLevel: 'silent', http: { host: '127.0.0.1', port: 0 }, httpToken: TOKEN, ...opts,
-  });
-  ctx.onTestFinished(() => srv.close());
-  return srv;
-}
-
-async function client(ctx: TestContext, port: number): Promise<Client> {
-  const c = await connect(port);
-  ctx.onTestFinished(() => c.destroy());
-  return c;
-}
+const start = (ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> => startWithHttp(ctx, TOKEN, opts);
+const client = clientFor;
 
 function tmpDir(ctx: TestContext): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shardstalk-move-'));

@@ -1,7 +1,11 @@
-// Helpers for the HTTP port's tests: requests, a reader of the exposition format, and promtool.
+// Helpers for the HTTP port's tests: a server with it on, requests, a reader of the exposition
+// format, and promtool.
 
 import { spawnSync } from 'node:child_process';
 import http from 'node:http';
+import type { TestContext } from 'vitest';
+import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
+import { connect, type Client } from '../support/client.ts';
 
 export interface HttpAnswer {
   status: number;
@@ -113,4 +117,20 @@ export function promtoolCheck(text: string): { status: number | null; output: st
     throw r.error;
   }
   return { status: r.status, output: `${r.stdout}${r.stderr}` };
+}
+
+/** A server with the HTTP port on (loopback, port 0) and `token`, closed when the test ends. */
+export async function startWithHttp(ctx: TestContext, token: string, opts: ServerOptions = {}): Promise<RunningServer> {
+  const srv = await startServer({
+    host: '127.0.0.1', port: 0, logLevel: 'silent', http: { host: '127.0.0.1', port: 0 }, httpToken: token, ...opts,
+  });
+  ctx.onTestFinished(() => srv.close());
+  return srv;
+}
+
+/** A protocol client, destroyed when the test ends. */
+export async function clientFor(ctx: TestContext, port: number): Promise<Client> {
+  const c = await connect(port);
+  ctx.onTestFinished(() => c.destroy());
+  return c;
 }
