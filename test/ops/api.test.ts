@@ -3,26 +3,17 @@
 // (kick, pause, clear, delete and kick a job) and their access rules (POST only, the token,
 // JSON only, Origin), and a large clear that leaves another connection's cycle answered.
 
-import http from 'node:http';
 import pino from 'pino';
 import { describe, expect, it, type TestContext } from 'vitest';
 import type { RunningServer, ServerOptions } from '../../src/server.ts';
 import type { Client } from '../support/client.ts';
-import { clientFor, startWithHttp } from './support.ts';
+import { apiHeaders, clientFor, request, startWithHttp, type HttpAnswer } from './support.ts';
 import { putForId } from '../support/harness.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 
 const start = (ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> => startWithHttp(ctx, TOKEN, opts);
 const client = clientFor;
-
-interface Answer {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  text: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  json: any;
-}
 
 interface Req {
   method?: string;
@@ -32,29 +23,12 @@ interface Req {
   auth?: boolean;
 }
 
-function call(port: number, path: string, r: Req = {}): Promise<Answer> {
-  const headers: Record<string, string> = { ...(r.auth ? { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' } : {}), ...r.headers };
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, method: r.method ?? 'GET', headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (text += d));
-      res.on('end', () => {
-        let json: unknown = null;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = null;
-        }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-      });
-    });
-    req.on('error', reject);
-    req.end(r.body);
-  });
+function call(port: number, path: string, r: Req = {}): Promise<HttpAnswer> {
+  const headers = { ...(r.auth ? apiHeaders(TOKEN) : {}), ...r.headers };
+  return request(port, path, r.method ?? 'GET', { headers, body: r.body });
 }
 
-const post = (port: number, path: string, body: unknown, extra: Req = {}): Promise<Answer> =>
+const post = (port: number, path: string, body: unknown, extra: Req = {}): Promise<HttpAnswer> =>
   call(port, path, { method: 'POST', auth: true, body: JSON.stringify(body), ...extra });
 
 async function yamlOf(c: Client, line: string): Promise<Record<string, string>> {
@@ -129,7 +103,7 @@ describe('JSON API: reading', () => {
     let pages = 0;
     while (cursor !== null) {
       const a = await call(port, `/api/tubes/q/jobs?state=ready&limit=4&cursor=${encodeURIComponent(cursor)}`);
-      expect(a.status, a.text).toBe(200);
+      expect(a.status, a.body).toBe(200);
       expect(a.json.jobs.length).toBeLessThanOrEqual(4);
       seen.push(...a.json.jobs.map((j: { id: number }) => j.id));
       cursor = a.json.next;

@@ -7,7 +7,6 @@
 // again; the POST rules (token, JSON, Origin) and the 400s.
 
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it, type TestContext } from 'vitest';
@@ -16,7 +15,7 @@ import type { Router } from '../../src/route/router.ts';
 import { OP_DELETE, OP_RESERVE_JOB, R_JOB, R_OK, replyKind } from '../../src/shared/records.ts';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
-import { clientFor, startWithHttp } from './support.ts';
+import { apiHeaders, clientFor, request, startWithHttp, type HttpAnswer } from './support.ts';
 import { putForId, sleep } from '../support/harness.ts';
 
 const TOKEN = 'move-token-0123456789abcdef';
@@ -30,28 +29,8 @@ function tmpDir(ctx: TestContext): string {
   return dir;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Answer = { status: number; json: any; text: string };
-
-function post(port: number, urlPath: string, body: unknown, headers: Record<string, string> = { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' }): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: urlPath, method: 'POST', headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (text += d));
-      res.on('end', () => {
-        let json: unknown = null;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = null;
-        }
-        resolve({ status: res.statusCode ?? 0, json, text });
-      });
-    });
-    req.on('error', reject);
-    req.end(typeof body === 'string' ? body : JSON.stringify(body));
-  });
+function post(port: number, urlPath: string, body: unknown, headers: Record<string, string> = apiHeaders(TOKEN)): Promise<HttpAnswer> {
+  return request(port, urlPath, 'POST', { headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
 }
 
 async function yaml(c: Client, line: string): Promise<Record<string, string>> {
@@ -70,14 +49,7 @@ async function idsIn(port: number, tube: string, state: string): Promise<number[
   const ids: number[] = [];
   let cursor = '';
   for (;;) {
-    const a = await new Promise<Answer>((resolve, reject) => {
-      http.get({ host: '127.0.0.1', port, path: `/api/tubes/${tube}/jobs?state=${state}&limit=1000&cursor=${cursor}`, agent: false }, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text), text }));
-      }).on('error', reject);
-    });
+    const a = await request(port, `/api/tubes/${tube}/jobs?state=${state}&limit=1000&cursor=${cursor}`);
     if (a.status === 404) return ids;
     ids.push(...a.json.jobs.map((j: { id: number }) => j.id));
     if (a.json.next === null) return ids;
@@ -118,7 +90,7 @@ describe('JSON API: move jobs to another tube', () => {
 
       const totalBefore = Number((await yaml(c, 'stats'))['total-jobs']);
       const r = await post(port, `/api/tubes/${a}/move`, { to, states: ['ready', 'delayed', 'buried'] });
-      expect(r.status, r.text).toBe(200);
+      expect(r.status, r.body).toBe(200);
       expect(r.json).toEqual({ tube: a, to, moved: 4 });
       // Each copy is a new job, as a put makes: stats total-jobs counts it.
       expect(Number((await yaml(c, 'stats'))['total-jobs'])).toBe(totalBefore + 4);
@@ -211,7 +183,7 @@ describe('JSON API: move jobs to another tube', () => {
     const r = await moving;
     stop = true;
     await worker;
-    expect(r.status, r.text).toBe(200);
+    expect(r.status, r.body).toBe(200);
     const moved = r.json.moved as number;
     expect(moved + held.size).toBe(N);
     expect(held.size).toBeGreaterThan(0);
@@ -329,7 +301,7 @@ describe('JSON API: move jobs to another tube', () => {
     for (let i = 0; i < 3; i++) await putForId(c, `f${i}`, i);
     Atomics.store(new Int32Array(faults), 0, 1_000_000_000);
     const r = await post(first.httpPort!, `/api/tubes/${a}/move`, { to: other, states: ['ready'] });
-    expect(r.status, r.text).toBe(500);
+    expect(r.status, r.body).toBe(500);
     // The copies could not be logged while the originals are on disk: the move is undone (the
     // copies deleted, the originals given back), so a crash before the log recovers loses nothing.
     expect(r.json.error).toMatch(/^moved 0, but not every change could be logged/);

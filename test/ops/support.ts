@@ -11,19 +11,35 @@ export interface HttpAnswer {
   status: number;
   headers: http.IncomingHttpHeaders;
   body: string;
+  /** The body parsed as JSON, or null when it is not JSON. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  json: any;
+}
+
+/** The token's headers for a state-changing request of the JSON API. */
+export function apiHeaders(token: string): Record<string, string> {
+  return { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' };
 }
 
 /** One request to the HTTP port (no keep-alive, so nothing outlives the test). */
-export function request(port: number, path: string, method = 'GET'): Promise<HttpAnswer> {
+export function request(port: number, path: string, method = 'GET', opts: { headers?: Record<string, string>; body?: string } = {}): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, method, agent: false }, (res) => {
+    const req = http.request({ host: '127.0.0.1', port, path, method, headers: opts.headers, agent: false }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      res.on('end', () => {
+        let json: unknown = null;
+        try {
+          json = JSON.parse(body);
+        } catch {
+          json = null;
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json });
+      });
     });
     req.on('error', reject);
-    req.end();
+    req.end(opts.body);
   });
 }
 

@@ -2,9 +2,9 @@
 // scheduled lengths, a queue's jobs paged by offset with safe payload previews, a job's delete
 // (then gone over the protocol), the access rules and errors, and 404 when workq is off.
 
-import http from 'node:http';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
+import { apiHeaders, request, type HttpAnswer } from './support.ts';
 import { addCmd, namesOnShards, NOT_FOUND, OK, scheduleCmd, uuid, wqConnect, wqTime, type WqClient } from '../support/workq.ts';
 
 const TOKEN = 'test-token-workq-0123456789';
@@ -25,24 +25,10 @@ async function wq(ctx: TestContext, srv: RunningServer): Promise<WqClient> {
   return c;
 }
 
-interface Answer {
-  status: number;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  json: any;
-}
-
-function call(port: number, path: string, method = 'GET', auth = false): Promise<Answer> {
-  const headers: Record<string, string> = auth ? { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' } : {};
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, method, headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (text += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) }));
-    });
-    req.on('error', reject);
-    req.end(method === 'POST' ? '{}' : undefined);
-  });
+/** Status and JSON only (the tests compare them whole). */
+async function call(port: number, path: string, method = 'GET', auth = false): Promise<Pick<HttpAnswer, 'status' | 'json'>> {
+  const a = await request(port, path, method, { headers: auth ? apiHeaders(TOKEN) : {}, body: method === 'POST' ? '{}' : undefined });
+  return { status: a.status, json: a.json };
 }
 
 describe('JSON API: workq queues', () => {
