@@ -21,6 +21,7 @@ export const DASHBOARD_CSP = [
 /** Path → the file under src/ops/dashboard/ and its type. */
 export const DASHBOARD_FILES: Record<string, { file: string; type: string }> = {
   '/': { file: 'index.html', type: 'text/html; charset=utf-8' },
+  '/assets/dashboard-common.js': { file: 'dashboard-common.js', type: 'text/javascript; charset=utf-8' },
   '/assets/dashboard.js': { file: 'dashboard.js', type: 'text/javascript; charset=utf-8' },
   '/assets/dashboard-workq.js': { file: 'dashboard-workq.js', type: 'text/javascript; charset=utf-8' },
   '/assets/dashboard.css': { file: 'dashboard.css', type: 'text/css; charset=utf-8' },

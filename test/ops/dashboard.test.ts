@@ -35,7 +35,7 @@ describe('the dashboard', () => {
 
     // Every script and stylesheet the page names resolves with its type and the same policy.
     const refs = [...page.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
-    expect(refs).toEqual(expect.arrayContaining(['/assets/dashboard.js', '/assets/dashboard-workq.js', '/assets/dashboard.css']));
+    expect(refs).toEqual(expect.arrayContaining(['/assets/dashboard-common.js', '/assets/dashboard.js', '/assets/dashboard-workq.js', '/assets/dashboard.css']));
     const types: Record<string, string> = { js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
     for (const ref of refs) {
       const a = await request(port, ref);
@@ -54,7 +54,7 @@ describe('the dashboard', () => {
   });
 
   it('sets server data only as text, never as markup', () => {
-    for (const file of ['dashboard.js', 'dashboard-workq.js']) {
+    for (const file of ['dashboard-common.js', 'dashboard.js', 'dashboard-workq.js']) {
       const js = fs.readFileSync(new URL(`../../src/ops/dashboard/${file}`, import.meta.url), 'utf8');
       expect(js, file).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function/);
       expect(js, file).toContain('textContent');

@@ -2,15 +2,14 @@
 // when the server has no workq listener). Polls the queues with their ready and scheduled
 // lengths every second (as dashboard.js polls the tubes); a click on a queue lists its ready or
 // scheduled jobs a page at a time with their payload previews, each with a delete button (POST
-// /api/workq/jobs/:id/delete with the token kept by dashboard.js in sessionStorage; the token
-// form is dashboard.js's). Data from the server is only ever set as textContent.
+// /api/workq/jobs/:id/delete with the page's token, through dashboard-common.js). Data from the
+// server is only ever set as textContent.
 'use strict';
 (function () {
   const POLL_MS = 1000;
   const PAGE = 20;
-  const TOKEN_KEY = 'shardstalk-token'; // dashboard.js's key
 
-  const $ = (id) => document.getElementById(id);
+  const { $, el, getJson, post } = window.shardstalkUi;
   const panel = $('workq');
   const queuesBody = document.querySelector('#wq-queues tbody');
   const jobsBody = document.querySelector('#wq-jobs tbody');
@@ -20,52 +19,11 @@
   let listState = 'ready';
   let cursor = '';
   let nextCursor = null;
-  let pending = null; // an action to run once the token is given
-
-  function el(tag, text, cls) {
-    const e = document.createElement(tag);
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    if (cls) e.className = cls;
-    return e;
-  }
-
-  function headers(withBody) {
-    const h = {};
-    const t = sessionStorage.getItem(TOKEN_KEY);
-    if (t) h.Authorization = 'Bearer ' + t;
-    if (withBody) h['Content-Type'] = 'application/json';
-    return h;
-  }
-
-  function askToken(retry) {
-    pending = retry;
-    $('token-form').hidden = false;
-    $('token').focus();
-  }
-  // dashboard.js's handler stores the token and hides the form; then this one runs what waited.
-  $('token-form').addEventListener('submit', () => {
-    const retry = pending;
-    pending = null;
-    if (retry && sessionStorage.getItem(TOKEN_KEY)) retry();
-  });
 
   function message(text, error) {
     const m = $('wq-message');
     m.textContent = text;
     m.classList.toggle('error', !!error);
-  }
-
-  /** GET path: the JSON, or null when the API answers 404 (workq off), throws otherwise. */
-  async function getJson(path) {
-    const res = await fetch(path, { headers: headers(false), cache: 'no-store' });
-    if (res.status === 401) throw new Error('the API wants the token');
-    const body = await res.json();
-    if (!res.ok) {
-      const err = new Error(body.error || 'HTTP ' + res.status);
-      err.status = res.status;
-      throw err;
-    }
-    return body;
   }
 
   // ---- queues ----
@@ -198,28 +156,8 @@
     return tr;
   }
 
-  async function del(id) {
-    const run = () => del(id);
-    if (!sessionStorage.getItem(TOKEN_KEY)) { askToken(run); return; }
-    let res;
-    try {
-      res = await fetch('/api/workq/jobs/' + encodeURIComponent(id) + '/delete', { method: 'POST', headers: headers(true), body: '{}', cache: 'no-store' });
-    } catch (err) {
-      message(String(err), true);
-      return;
-    }
-    if (res.status === 401) {
-      sessionStorage.removeItem(TOKEN_KEY);
-      message('the token was refused: enter it again', true);
-      askToken(run);
-      return;
-    }
-    let answer = {};
-    try { answer = await res.json(); } catch { answer = {}; }
-    if (!res.ok) { message(answer.error || 'HTTP ' + res.status, true); return; }
-    message('deleted workq job ' + id, false);
-    poll();
-    loadJobs();
+  function del(id) {
+    post('/api/workq/jobs/' + encodeURIComponent(id) + '/delete', {}, message, () => 'deleted workq job ' + id, () => { poll(); loadJobs(); });
   }
 
   for (const b of document.querySelectorAll('button.wq-state')) {

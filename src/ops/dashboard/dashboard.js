@@ -7,7 +7,6 @@
   const POLL_MS = 1000;
   const HISTORY = 300; // samples kept per tube: 5 minutes at one a second
   const PAGE = 20;
-  const TOKEN_KEY = 'shardstalk-token';
   const COLUMNS = [
     ['ready', 'current-jobs-ready'],
     ['reserved', 'current-jobs-reserved'],
@@ -18,7 +17,7 @@
   ];
   const SVG = 'http://www.w3.org/2000/svg';
 
-  const $ = (id) => document.getElementById(id);
+  const { $, el, getJson, post } = window.shardstalkUi;
   const tubesBody = document.querySelector('#tubes tbody');
   const jobsBody = document.querySelector('#jobs tbody');
   /** name → { row, cells: {col: td}, values: {col: text}, history: number[], line: polyline } */
@@ -27,54 +26,6 @@
   let listState = 'ready';
   let cursor = ''; // the page shown starts after this cursor ('' = first page)
   let nextCursor = null;
-  let pendingAction = null; // run again once a token is given
-
-  function el(tag, text, cls) {
-    const e = document.createElement(tag);
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    if (cls) e.className = cls;
-    return e;
-  }
-
-  function token() { return sessionStorage.getItem(TOKEN_KEY); }
-
-  function headers(withBody) {
-    const h = {};
-    const t = token();
-    if (t) h.Authorization = 'Bearer ' + t;
-    if (withBody) h['Content-Type'] = 'application/json';
-    return h;
-  }
-
-  function askToken(retry) {
-    pendingAction = retry;
-    $('token-form').hidden = false;
-    $('token').focus();
-  }
-
-  $('token-form').addEventListener('submit', (ev) => {
-    ev.preventDefault();
-    const v = $('token').value.trim();
-    if (v === '') return;
-    sessionStorage.setItem(TOKEN_KEY, v);
-    $('token').value = '';
-    $('token-form').hidden = true;
-    const retry = pendingAction;
-    pendingAction = null;
-    if (retry) retry();
-  });
-
-  async function getJson(path) {
-    const res = await fetch(path, { headers: headers(false), cache: 'no-store' });
-    if (res.status === 401) {
-      sessionStorage.removeItem(TOKEN_KEY);
-      if ($('token-form').hidden) askToken(null);
-      throw new Error('the API wants the token');
-    }
-    const body = await res.json();
-    if (!res.ok) throw new Error(body.error || 'HTTP ' + res.status);
-    return body;
-  }
 
   function message(text, error) {
     const m = $('message');
@@ -82,29 +33,9 @@
     m.classList.toggle('error', !!error);
   }
 
-  /** POST path with body; asks for the token first when none is kept, and again on 401. */
-  async function act(path, body, done) {
-    const run = () => act(path, body, done);
-    if (!token()) { askToken(run); return; }
-    let res;
-    try {
-      res = await fetch(path, { method: 'POST', headers: headers(true), body: JSON.stringify(body), cache: 'no-store' });
-    } catch (err) {
-      message(String(err), true);
-      return;
-    }
-    if (res.status === 401) {
-      sessionStorage.removeItem(TOKEN_KEY);
-      message('the token was refused: enter it again', true);
-      askToken(run);
-      return;
-    }
-    let answer = {};
-    try { answer = await res.json(); } catch { answer = {}; }
-    if (!res.ok) { message(answer.error || 'HTTP ' + res.status, true); return; }
-    message(done(answer), false);
-    poll(true);
-    loadJobs();
+  /** POST path with body, with the token (asked for when needed); then counts and jobs again. */
+  function act(path, body, done) {
+    post(path, body, message, done, () => { poll(true); loadJobs(); });
   }
 
   // ---- tubes ------------------------------------------------------------------------------
