@@ -4,22 +4,13 @@
 // payload as text (not markup); delete on the page asks for the token, and the job is gone over
 // the protocol. Without a workq listener the panel stays hidden. Fails, never skips, without chromium.
 
-import fs from 'node:fs';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { browser, WAIT_MS, watchErrors, type PageDocument } from './browser.ts';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
 import { addCmd, NOT_FOUND, OK, uuid, wqConnect } from '../support/workq.ts';
 
 const TOKEN = 'browser-token-workq-0123456789';
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const CHROMIUM_HINT =
-  `chromium is missing at ${CHROMIUM}: install Debian's chromium package ` +
-  '(apt-get install -y --no-install-recommends chromium), as .ci/run does, or set CHROMIUM_PATH';
-const WAIT_MS = 15_000;
-
-interface PageDocument {
-  querySelector(selector: string): { textContent: string | null } | null;
-}
 
 async function start(ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> {
   const srv = await startServer({
@@ -28,22 +19,6 @@ async function start(ctx: TestContext, opts: ServerOptions = {}): Promise<Runnin
   });
   ctx.onTestFinished(() => srv.close());
   return srv;
-}
-
-async function browser(ctx: TestContext): Promise<Browser> {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(CHROMIUM_HINT);
-  const b = await chromium.launch({ executablePath: CHROMIUM, headless: true });
-  ctx.onTestFinished(() => b.close());
-  return b;
-}
-
-function watchErrors(page: Page): string[] {
-  const errors: string[] = [];
-  page.on('pageerror', (err) => errors.push(`pageerror: ${err.message}`));
-  page.on('console', (m) => {
-    if (m.type() === 'error' && /Content Security Policy|Refused/.test(m.text())) errors.push(`console: ${m.text()}`);
-  });
-  return errors;
 }
 
 async function cellIs(page: Page, queue: string, col: string, text: string): Promise<void> {

@@ -4,27 +4,14 @@
 // for the token once, and the counts follow. Fails, never skips, when chromium is missing.
 // The README's screenshot is retaken by tools/dashboard-screenshot.ts.
 
-import fs from 'node:fs';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { browser, WAIT_MS, watchErrors, type PageDocument } from './browser.ts';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
 import { putForId } from '../support/harness.ts';
 
 const TOKEN = 'browser-token-0123456789';
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-export const CHROMIUM_HINT =
-  `chromium is missing at ${CHROMIUM}: install Debian's chromium package ` +
-  '(apt-get install -y --no-install-recommends chromium), as .ci/run does, or set CHROMIUM_PATH';
-const WAIT_MS = 15_000;
-
-/**
- * The little of the DOM the functions run in the page use (the project compiles with Node's types,
- * not the DOM's; those functions are sent to the page as source, so they reach it by globalThis).
- */
-interface PageDocument {
-  querySelector(selector: string): { textContent: string | null } | null;
-}
 
 async function start(ctx: TestContext, http = { host: '127.0.0.1', port: 0 }): Promise<RunningServer> {
   const srv = await startServer({ host: '127.0.0.1', port: 0, logLevel: 'silent', http, httpToken: TOKEN });
@@ -36,23 +23,6 @@ async function client(ctx: TestContext, port: number): Promise<Client> {
   const c = await connect(port);
   ctx.onTestFinished(() => c.destroy());
   return c;
-}
-
-async function browser(ctx: TestContext): Promise<Browser> {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(CHROMIUM_HINT);
-  const b = await chromium.launch({ executablePath: CHROMIUM, headless: true });
-  ctx.onTestFinished(() => b.close());
-  return b;
-}
-
-/** Page errors and CSP violations, which fail the test. */
-function watchErrors(page: Page): string[] {
-  const errors: string[] = [];
-  page.on('pageerror', (err) => errors.push(`pageerror: ${err.message}`));
-  page.on('console', (m) => {
-    if (m.type() === 'error' && /Content Security Policy|Refused/.test(m.text())) errors.push(`console: ${m.text()}`);
-  });
-  return errors;
 }
 
 /** Waits until the cell of `tube`'s row in column `col` reads `text`. */
