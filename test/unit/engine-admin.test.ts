@@ -11,21 +11,10 @@ import {
   LIST_KEY, LIST_PREVIEW_BYTES, LIST_PRI, LIST_STATE, LIST_TIME_LEFT, LIST_TTR, listCount, listMore, OP_CLEAR_TUBE,
   OP_LIST_JOBS, OP_PUT, R_IDS, R_JOB_LIST, readJobList, RecordWriter, replyKind,
 } from '../../src/shared/records.ts';
+import { mulberry32 as rng } from '../support/prng.ts';
 
 const T0 = 1_700_000_000_000;
 const body = (s: string): Uint8Array => new TextEncoder().encode(s);
-
-/** A seeded generator (mulberry32), so a failure can be replayed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Every page of `state` from the start, `limit` at a time, as ids; calls between(page) after each. */
 function pages(e: Engine, tube: number, state: number, limit: number, between: (ids: number[]) => void = () => {}): number[][] {
