@@ -1,0 +1,162 @@
+// The worker side of tubetable-threads.test.ts: run as a worker (workerData.kind ===
+// 'tubetable-worker') it attaches the shared TubeTable and hammers acquire / retain / release /
+// dropped on a few names every thread uses and on names of its own, checking what it can see
+// from one thread as it goes, then reports the references it still holds and every tube it freed.
+
+import { isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { TubeTable, type TubeCountField } from '../../src/route/tubetable.ts';
+import { mulberry32u32 } from '../support/prng.ts';
+
+export interface TubeTableWorkerData {
+  kind: 'tubetable-worker';
+  shared: SharedArrayBuffer;
+  /** Int32 [0]: threads arrived (a start barrier, so they all run at once). */
+  go: SharedArrayBuffer;
+  threads: number;
+  index: number;
+  seed: number;
+  ops: number;
+  sharedNames: number;
+  ownNames: number;
+}
+
+export interface HeldTube {
+  name: string;
+  id: number;
+  gen: number;
+  using: number;
+  watching: number;
+  jobs: number;
+  pinned: number;
+}
+
+export interface TubeTableWorkerResult {
+  held: HeldTube[];
+  /** `${id}:${gen}` of every tube this thread freed. */
+  freed: string[];
+  created: number;
+  sharedCreated: number;
+  sharedFreed: number;
+  reuses: number;
+}
+
+const FIELDS: readonly TubeCountField[] = ['using', 'watching', 'jobs', 'using', 'watching', 'jobs', 'pinned'];
+
+export function sharedName(i: number): string {
+  return `shared-${i}`;
+}
+
+export function ownName(thread: number, i: number): string {
+  return `own-${thread}-${i}-${'o'.repeat((i * 13) % 180)}`;
+}
+
+function run(data: TubeTableWorkerData): TubeTableWorkerResult {
+  const table = TubeTable.attach(data.shared);
+  const rand = mulberry32u32(data.seed);
+  const fail = (msg: string): never => {
+    throw new Error(`thread ${data.index}: ${msg}`);
+  };
+  const held = new Map<string, HeldTube>();
+  const refs: { name: string; field: TubeCountField }[] = [];
+  const freed: string[] = [];
+  const freedSet = new Set<string>();
+  const pending: { id: number; due: number }[] = [];
+  const pendingIds = new Set<number>();
+  const lastGen = new Map<number, number>();
+  let created = 0;
+  let sharedCreated = 0;
+  let sharedFreed = 0;
+  let reuses = 0;
+
+  const go = new Int32Array(data.go);
+  Atomics.add(go, 0, 1);
+  while (Atomics.load(go, 0) < data.threads) Atomics.wait(go, 0, Atomics.load(go, 0), 1);
+
+  for (let op = 0; op < data.ops; op++) {
+    while (pending.length > 0 && pending[0]!.due <= op) {
+      const { id } = pending.shift()!;
+      pendingIds.delete(id);
+      table.dropped(id);
+    }
+    // Hover around a few references each, so shared tubes often reach zero and are made again.
+    const r = refs.length === 0 ? 0 : refs.length > 5 ? 60 : rand() % 100;
+    if (r < 50) {
+      const isShared = rand() % 2 === 0;
+      const name = isShared ? sharedName(rand() % data.sharedNames) : ownName(data.index, rand() % data.ownNames);
+      const field = FIELDS[rand() % FIELDS.length]!;
+      const id = table.acquire(name, field);
+      const wasCreated = table.created;
+      const gen = table.gen(id); // stable: this thread holds a reference now
+      const mine = held.get(name);
+      if (mine !== undefined) {
+        if (mine.id !== id || mine.gen !== gen) fail(`${name} held as ${mine.id}:${mine.gen}, acquired ${id}:${gen}`);
+        if (wasCreated) fail(`${name} held, yet acquire created it`);
+      } else {
+        if (freedSet.has(`${id}:${gen}`)) fail(`acquire of ${name} revived freed tube ${id}:${gen}`);
+        if (!isShared && !wasCreated) fail(`own tube ${name} found though this thread held none of it`);
+        const h: HeldTube = { name, id, gen, using: 0, watching: 0, jobs: 0, pinned: 0 };
+        held.set(name, h);
+      }
+      if (pendingIds.has(id)) fail(`id ${id} reused before dropped()`);
+      const before = lastGen.get(id);
+      if (before !== undefined) {
+        if (gen < before) fail(`slot ${id}: generation went back from ${before} to ${gen}`);
+        if (wasCreated && gen === before) fail(`slot ${id} reused with the same generation ${gen}`);
+        if (wasCreated) reuses++;
+      }
+      lastGen.set(id, gen);
+      if (wasCreated) {
+        created++;
+        if (isShared) sharedCreated++;
+      }
+      if (table.name(id) !== name) fail(`name(${id}) is ${table.name(id)}, not ${name}`);
+      held.get(name)![field]++;
+      refs.push({ name, field });
+    } else if (r < 54) {
+      // retain: another count on a tube this thread holds, without a lookup.
+      const ref = refs[rand() % refs.length]!;
+      const h = held.get(ref.name)!;
+      const field = FIELDS[rand() % FIELDS.length]!;
+      table.retain(h.id, field);
+      h[field]++;
+      refs.push({ name: ref.name, field });
+    } else {
+      const k = rand() % refs.length;
+      const ref = refs[k]!;
+      refs[k] = refs[refs.length - 1]!;
+      refs.pop();
+      const h = held.get(ref.name)!;
+      h[ref.field]--;
+      const none = h.using + h.watching + h.jobs + h.pinned === 0;
+      const didFree = table.release(h.id, ref.field);
+      if (none) held.delete(ref.name);
+      if (didFree) {
+        if (!none) fail(`release of ${ref.name}.${ref.field} freed it while this thread holds more`);
+        const key = `${h.id}:${h.gen}`;
+        freed.push(key);
+        freedSet.add(key);
+        if (table.isLive(h.id, h.gen)) fail(`${key} freed but still live`);
+        if (ref.name.startsWith('shared-')) sharedFreed++;
+        pending.push({ id: h.id, due: op + (rand() % 8) });
+        pendingIds.add(h.id);
+      } else if (none && !ref.name.startsWith('shared-')) {
+        fail(`last release of own tube ${ref.name} did not free it`);
+      }
+    }
+    if (op % 2000 === 1999) {
+      table.invariants(false);
+      const ids = table.list();
+      if (new Set(ids).size !== ids.length) fail('list() holds an id twice');
+      const live = new Set(ids);
+      for (const h of held.values()) {
+        if (!live.has(h.id)) fail(`held tube ${h.name} (${h.id}) missing from list()`);
+      }
+    }
+  }
+  for (const { id } of pending) table.dropped(id);
+  return { held: [...held.values()], freed, created, sharedCreated, sharedFreed, reuses };
+}
+
+if (!isMainThread && (workerData as { kind?: unknown } | null)?.kind === 'tubetable-worker') {
+  parentPort!.postMessage(run(workerData as TubeTableWorkerData));
+}

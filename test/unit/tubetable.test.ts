@@ -1,0 +1,327 @@
+// TubeTable on one thread: the same seeded acquire/release sequence against TubeRegistry (ids,
+// list-tubes order, shards, counts, who creates and who frees), generations and two-phase id
+// reuse, 200-byte names, 50,000 tubes, and invariants() catching damage.
+
+import { describe, expect, it } from 'vitest';
+import { TubeRegistry, type Tube } from '../../src/route/tubes.ts';
+import { shardOf } from '../../src/route/hash.ts';
+import { TubeTable, TUBE_NAME_MAX_BYTES, type TubeCountField } from '../../src/route/tubetable.ts';
+import { mulberry32u32 } from '../support/prng.ts';
+
+const FIELDS: readonly TubeCountField[] = ['using', 'watching', 'jobs'];
+
+/** One reference a client holds: which name, which count. */
+interface Ref {
+  name: string;
+  field: TubeCountField;
+}
+
+/**
+ * Drives TubeRegistry and TubeTable through the same random acquire/release sequence. With
+ * `dropLag` 0 the table's dropped() follows each free at once, so ids must match TubeRegistry's
+ * (which reuses an id right away, last freed first); with a lag, ids differ but names, order and
+ * counts must not.
+ */
+function runModel(seed: number, steps: number, names: number, shards: number, dropLag: number): void {
+  const rand = mulberry32u32(seed);
+  const reg = new TubeRegistry(shards);
+  const created: string[] = [];
+  const freed: string[] = [];
+  reg.onCreate = (t) => created.push(t.name);
+  reg.onFree = (t) => freed.push(t.name);
+  const table = TubeTable.create({ shards, initialTubes: 4 });
+  const tableCreated: string[] = [];
+  const tableFreed: string[] = [];
+  const pendingDrops: number[] = [];
+  const idOf = new Map<string, number>(); // table ids of the live tubes, by name
+  const genOf = new Map<number, number>(); // last generation seen per slot
+
+  const pin = (name: string) => {
+    reg.findOrMake(name).pinned = true;
+    const id = table.acquire(name, 'pinned');
+    if (table.created) tableCreated.push(name);
+    idOf.set(name, id);
+    genOf.set(id, table.gen(id));
+  };
+  pin('default');
+
+  const held: Ref[] = [];
+  for (let step = 0; step < steps; step++) {
+    const op = rand() % 100;
+    if (op < 52 || held.length === 0) {
+      const name = `t${rand() % names}`;
+      const field = FIELDS[rand() % 3]!;
+      const t = reg.findOrMake(name);
+      t[field]++;
+      const id = table.acquire(name, field);
+      if (table.created) {
+        tableCreated.push(name);
+        const before = genOf.get(id) ?? 0;
+        expect(table.gen(id), `step ${step}: a created tube gets a new generation`).toBe(before + 1);
+        genOf.set(id, table.gen(id));
+      } else {
+        expect(idOf.get(name), `step ${step}: ${name} found, same id`).toBe(id);
+      }
+      idOf.set(name, id);
+      if (dropLag === 0) expect(id, `step ${step}: id of ${name}`).toBe(t.id);
+      held.push({ name, field });
+    } else {
+      const k = rand() % held.length;
+      const ref = held[k]!;
+      held[k] = held[held.length - 1]!;
+      held.pop();
+      const t = reg.find(ref.name) as Tube;
+      t[ref.field]--;
+      const freedBefore = freed.length;
+      reg.release(t);
+      const id = idOf.get(ref.name)!;
+      const gen = table.gen(id);
+      const didFree = table.release(id, ref.field);
+      expect(didFree, `step ${step}: release of ${ref.name}.${ref.field} frees as TubeRegistry does`).toBe(
+        freed.length > freedBefore,
+      );
+      if (didFree) {
+        tableFreed.push(ref.name);
+        idOf.delete(ref.name);
+        expect(table.isLive(id, gen)).toBe(false);
+        expect(table.find(ref.name)).toBe(-1);
+        expect(table.name(id)).toBeUndefined();
+        pendingDrops.push(id);
+      }
+    }
+    while (pendingDrops.length > dropLag) table.dropped(pendingDrops.shift()!);
+
+    // The same tubes in the same list-tubes order, with the same shards and counts.
+    expect(table.listNames(), `step ${step}: list-tubes order`).toEqual(reg.all.items.map((t) => t.name));
+    const ids = table.list();
+    expect(ids.length).toBe(reg.count);
+    expect(table.count).toBe(reg.count);
+    for (let p = 0; p < ids.length; p++) {
+      const t = reg.all.items[p]!;
+      const id = ids[p]!;
+      if (dropLag === 0) expect(id).toBe(t.id);
+      expect(table.name(id)).toBe(t.name);
+      expect(table.find(t.name)).toBe(id);
+      expect(table.shard(id)).toBe(t.shard);
+      expect(table.counts(id)).toEqual({ using: t.using, watching: t.watching, jobs: t.jobs, pinned: t.pinned ? 1 : 0 });
+    }
+    if (step % 97 === 0) table.invariants();
+  }
+  expect(tableCreated).toEqual(created);
+  expect(tableFreed).toEqual(freed);
+  expect(table.dropping).toBe(pendingDrops.length);
+  table.invariants();
+}
+
+describe('TubeTable against TubeRegistry (one thread)', () => {
+  for (const seed of [1, 2, 0xbeef]) {
+    it(`seed ${seed}: same ids, order, shards, counts, creations and frees (drops at once)`, () => {
+      runModel(seed, 3000, 24, 4, 0);
+    });
+    it(`seed ${seed}: same names, order and counts with drops lagging`, () => {
+      runModel(seed, 3000, 24, 3, 5);
+    });
+  }
+
+  it('keeps beanstalkd order: removal moves the last tube into the hole', () => {
+    const table = TubeTable.create({ shards: 1 });
+    const ids = ['a', 'b', 'c', 'd', 'e'].map((n) => table.acquire(n, 'watching'));
+    expect(table.release(ids[1]!, 'watching')).toBe(true); // b: e moves into its place
+    expect(table.listNames()).toEqual(['a', 'e', 'c', 'd']);
+    expect(table.release(ids[4]!, 'watching')).toBe(true); // e: d moves
+    expect(table.listNames()).toEqual(['a', 'd', 'c']);
+    table.acquire('f', 'using');
+    expect(table.listNames()).toEqual(['a', 'd', 'c', 'f']);
+    expect(table.release(ids[3]!, 'watching')).toBe(true); // d: f moves
+    expect(table.listNames()).toEqual(['a', 'f', 'c']);
+    table.invariants();
+  });
+});
+
+describe('TubeTable: references, generations, two-phase reuse', () => {
+  it('a tube lives while any count is held; pinned keeps it without users', () => {
+    const table = TubeTable.create({ shards: 2 });
+    const id = table.acquire('x', 'using');
+    expect(table.created).toBe(true);
+    expect(table.acquire('x', 'watching')).toBe(id);
+    expect(table.created).toBe(false);
+    table.retain(id, 'jobs');
+    expect(table.counts(id)).toEqual({ using: 1, watching: 1, jobs: 1, pinned: 0 });
+    expect(table.release(id, 'using')).toBe(false);
+    expect(table.release(id, 'jobs')).toBe(false);
+    table.retain(id, 'pinned');
+    expect(table.release(id, 'watching')).toBe(false);
+    expect(table.find('x')).toBe(id);
+    table.invariants();
+    expect(table.release(id, 'pinned')).toBe(true);
+    expect(table.find('x')).toBe(-1);
+    expect(table.count).toBe(0);
+    expect(() => table.release(id, 'pinned')).toThrow(/not live/);
+    expect(() => table.retain(id, 'using')).toThrow(/not held/);
+    table.invariants();
+  });
+
+  it('refuses a release of a count nobody holds', () => {
+    const table = TubeTable.create({ shards: 1 });
+    const id = table.acquire('x', 'using');
+    expect(() => table.release(id, 'jobs')).toThrow(/no jobs/);
+    expect(table.counts(id).jobs).toBe(0);
+    expect(() => table.release(99, 'jobs')).toThrow(RangeError);
+    table.invariants();
+  });
+
+  it('a freed id is neither findable nor reused until dropped(); then reused with a new generation', () => {
+    const table = TubeTable.create({ shards: 1 });
+    const a = table.acquire('a', 'using');
+    const b = table.acquire('b', 'using');
+    const genA = table.gen(a);
+    expect(genA).toBe(1);
+    expect(table.release(a, 'using')).toBe(true);
+    expect(table.dropping).toBe(1);
+    expect(table.find('a')).toBe(-1);
+    expect(() => table.dropped(b)).toThrow(/not freed/);
+    // Acquiring 'a' again while the old id is dropping makes a fresh tube in a fresh slot.
+    const a2 = table.acquire('a', 'using');
+    expect(table.created).toBe(true);
+    expect(a2).not.toBe(a);
+    expect(a2).not.toBe(b);
+    const c = table.acquire('c', 'using');
+    expect(c).not.toBe(a);
+    table.invariants();
+    table.dropped(a);
+    expect(() => table.dropped(a)).toThrow(/not freed/);
+    expect(table.dropping).toBe(0);
+    const d = table.acquire('d', 'watching');
+    expect(d).toBe(a); // reused now
+    expect(table.gen(d)).toBe(genA + 1);
+    expect(table.isLive(a, genA)).toBe(false);
+    expect(table.isLive(d, genA + 1)).toBe(true);
+    expect(table.name(d)).toBe('d');
+    table.invariants();
+  });
+
+  it('the last freed id is reused first (as TubeRegistry)', () => {
+    const table = TubeTable.create({ shards: 1 });
+    const ids = ['a', 'b', 'c'].map((n) => table.acquire(n, 'using'));
+    for (const id of ids) {
+      expect(table.release(id, 'using')).toBe(true);
+      table.dropped(id);
+    }
+    expect(table.acquire('x', 'using')).toBe(ids[2]);
+    expect(table.acquire('y', 'using')).toBe(ids[1]);
+    expect(table.acquire('z', 'using')).toBe(ids[0]);
+    expect(table.acquire('w', 'using')).toBe(3);
+    table.invariants();
+  });
+});
+
+describe('TubeTable: names and size', () => {
+  it('stores 200-byte names of every beanstalkd name character, and refuses longer or empty ones', () => {
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/;.$_()-';
+    const table = TubeTable.create({ shards: 5 });
+    const names: string[] = [];
+    for (let k = 0; k < alphabet.length; k++) {
+      let s = '';
+      for (let i = 0; i < TUBE_NAME_MAX_BYTES; i++) s += alphabet[(i * 7 + k) % alphabet.length];
+      names.push(s);
+    }
+    // Names equal but for the last byte, and a prefix of another.
+    names.push('a'.repeat(199) + 'b', 'a'.repeat(200), 'a'.repeat(199), 'a');
+    const ids = names.map((n) => table.acquire(n, 'using'));
+    expect(new Set(ids).size).toBe(names.length);
+    for (let i = 0; i < names.length; i++) {
+      expect(table.name(ids[i]!)).toBe(names[i]);
+      expect(table.find(names[i]!)).toBe(ids[i]);
+      expect(table.shard(ids[i]!)).toBe(shardOf(names[i]!, 5));
+    }
+    expect(table.listNames()).toEqual(names);
+    expect(() => table.acquire('a'.repeat(201), 'using')).toThrow(RangeError);
+    expect(() => table.acquire('', 'using')).toThrow(RangeError);
+    expect(() => table.find('\u0100')).toThrow(RangeError);
+    table.invariants();
+  });
+
+  it('holds 50,000 tubes, growing from a small start, and frees them all', () => {
+    const N = 50_000;
+    const table = TubeTable.create({ shards: 7, initialTubes: 16 });
+    const other = TubeTable.attach(table.shared); // sees the growth without re-attaching
+    const reg = new TubeRegistry(7);
+    for (let i = 0; i < N; i++) {
+      const name = `tube-${i}-${'x'.repeat(i % 150)}`;
+      expect(table.acquire(name, 'watching')).toBe(i);
+      reg.findOrMake(name).watching++;
+    }
+    expect(table.count).toBe(N);
+    expect(table.capacity).toBe(65536);
+    expect(table.shared.byteLength).toBeGreaterThanOrEqual(65536 * 256);
+    table.invariants();
+    for (const i of [0, 1, 4095, 4096, 33333, N - 1]) {
+      const name = `tube-${i}-${'x'.repeat(i % 150)}`;
+      expect(other.find(name)).toBe(i);
+      expect(other.name(i)).toBe(name);
+    }
+    // Free every third tube in a scrambled order, then compare the order with TubeRegistry's.
+    const rand = mulberry32u32(50_000);
+    const order = Array.from({ length: N }, (_, i) => i).filter((i) => i % 3 === 0);
+    for (let i = order.length - 1; i > 0; i--) {
+      const j = rand() % (i + 1);
+      [order[i], order[j]] = [order[j]!, order[i]!];
+    }
+    for (const id of order) {
+      const name = table.name(id)!;
+      expect(table.release(id, 'watching')).toBe(true);
+      table.dropped(id);
+      const t = reg.find(name)!;
+      t.watching--;
+      reg.release(t);
+    }
+    expect(table.listNames()).toEqual(reg.all.items.map((t) => t.name));
+    other.invariants();
+    for (const id of table.list()) expect(table.release(id, 'watching')).toBe(true);
+    expect(table.count).toBe(0);
+    expect(table.dropping).toBe(N - order.length);
+    table.invariants();
+  });
+
+  it('says when it is full', () => {
+    const table = TubeTable.create({ shards: 1, maxTubes: 8, initialTubes: 2 });
+    for (let i = 0; i < 8; i++) table.acquire(`t${i}`, 'using');
+    expect(() => table.acquire('t8', 'using')).toThrow(/full/);
+    table.invariants();
+    expect(table.release(3, 'using')).toBe(true);
+    expect(() => table.acquire('t8', 'using')).toThrow(/full/); // id 3 is not dropped yet
+    table.dropped(3);
+    expect(table.acquire('t8', 'using')).toBe(3);
+    table.invariants();
+  });
+});
+
+describe('TubeTable: attach and invariants', () => {
+  it('attach refuses memory that is not a table', () => {
+    expect(() => TubeTable.attach(new SharedArrayBuffer(256))).toThrow(TypeError);
+    expect(() => TubeTable.attach(new SharedArrayBuffer(256, { maxByteLength: 1024 }))).toThrow(TypeError);
+    const t = TubeTable.create({ shards: 3 });
+    expect(TubeTable.attach(t.shared).shards).toBe(3);
+  });
+
+  it('invariants() catches a damaged list, index, count or free stack', () => {
+    const damage: [string, (i32: Int32Array) => void][] = [
+      ['list entry', (i32) => (i32[32 + 1 * 64 + 12] = 0)], // list[1] = id 0: a duplicate
+      ['bucket', (i32) => {
+        for (let b = 0; b < 64; b++) i32[32 + b * 64 + 13] = 0; // the index forgets everything
+      }],
+      ['refs', (i32) => (i32[32 + 2 * 64 + 3] += 1)],
+      ['count', (i32) => (i32[19] -= 1)],
+      ['state', (i32) => (i32[32 + 0 * 64 + 0] = 2)],
+      ['name', (i32) => (new Uint8Array(i32.buffer)[(32 + 1 * 64) * 4 + 56] = 'a'.charCodeAt(0))],
+    ];
+    for (const [what, hurt] of damage) {
+      const table = TubeTable.create({ shards: 2 });
+      for (const n of ['a', 'b', 'c', 'd']) table.acquire(n, 'using');
+      expect(table.release(table.find('d'), 'using')).toBe(true);
+      table.invariants();
+      hurt(new Int32Array(table.shared));
+      expect(() => table.invariants(), what).toThrow(/TubeTable invariants/);
+    }
+  });
+});
