@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
 import { TubeTable } from '../../src/route/tubetable.ts';
-import type { HeldTube, TubeTableWorkerData, TubeTableWorkerResult } from './tubetable-worker.ts';
+import { mulberry32u32 } from '../support/prng.ts';
+import { sharedName, type HeldTube, type TubeTableWorkerData, type TubeTableWorkerResult } from './tubetable-worker.ts';
 
 const THREADS = 4;
 
@@ -40,12 +41,26 @@ async function hammer(seed: number, ops: number, sharedNames: number, ownNames: 
     );
   }
   try {
-    // The main thread reads under the same lock meanwhile (it spins; it may not Atomics.wait).
+    // Meanwhile the main thread (which spins for the lock, never sleeps) takes and drops
+    // references to the shared names too, in bursts between event-loop turns, and reads the list.
     let done = false;
     const all = Promise.all(results).finally(() => (done = true));
     all.catch(() => {});
+    const rand = mulberry32u32(seed);
+    const mainHeld: HeldTube[] = [];
     let mainChecks = 0;
+    let mainOps = 0;
     while (!done) {
+      for (let k = 0; k < 200; k++, mainOps++) {
+        if (mainHeld.length < 3 || (mainHeld.length < 8 && rand() % 2 === 0)) {
+          const name = sharedName(rand() % sharedNames);
+          const id = table.acquire(name, 'watching');
+          mainHeld.push({ name, id, gen: table.gen(id), using: 0, watching: 1, jobs: 0, pinned: 0 });
+        } else {
+          const [h] = mainHeld.splice(rand() % mainHeld.length, 1);
+          if (table.release(h!.id, 'watching')) table.dropped(h!.id);
+        }
+      }
       table.invariants(false);
       const names = table.listNames();
       expect(new Set(names).size).toBe(names.length);
@@ -53,7 +68,7 @@ async function hammer(seed: number, ops: number, sharedNames: number, ownNames: 
       mainChecks++;
       await new Promise((resolve) => setImmediate(resolve));
     }
-    return { table, defaultId, results: await all, mainChecks };
+    return { table, defaultId, results: await all, mainHeld, mainChecks, mainOps };
   } finally {
     await Promise.all(workers.map((w) => w.terminate()));
   }
@@ -62,14 +77,16 @@ async function hammer(seed: number, ops: number, sharedNames: number, ownNames: 
 describe('TubeTable across threads', () => {
   for (const seed of [1, 2]) {
     it(`seed ${seed}: ${THREADS} threads acquire and release shared and own tubes; counts, list and generations hold`, async () => {
-      const { table, defaultId, results, mainChecks } = await hammer(seed, 60_000, 8, 40);
+      const { table, defaultId, results, mainHeld, mainChecks, mainOps } = await hammer(seed, 60_000, 8, 40);
       expect(mainChecks).toBeGreaterThan(0);
+      expect(mainOps).toBeGreaterThan(0);
+      expect(results.reduce((a, r) => a + r.staleReads, 0)).toBeGreaterThan(0);
       table.invariants(true);
 
       // Each live tube's counts are the sum of the references the threads still hold.
       const sums = new Map<string, HeldTube>();
-      for (const r of results) {
-        for (const h of r.held) {
+      for (const held of [...results.map((r) => r.held), mainHeld]) {
+        for (const h of held) {
           const s = sums.get(h.name);
           if (s === undefined) {
             sums.set(h.name, { ...h });
@@ -117,6 +134,6 @@ describe('TubeTable across threads', () => {
       }
       expect(table.listNames()).toEqual(['default']);
       table.invariants(true);
-    });
+    }, 60_000);
   }
 });

@@ -38,6 +38,7 @@ export interface TubeTableWorkerResult {
   sharedCreated: number;
   sharedFreed: number;
   reuses: number;
+  staleReads: number;
 }
 
 const FIELDS: readonly TubeCountField[] = ['using', 'watching', 'jobs', 'using', 'watching', 'jobs', 'pinned'];
@@ -48,6 +49,13 @@ export function sharedName(i: number): string {
 
 export function ownName(thread: number, i: number): string {
   return `own-${thread}-${i}-${'o'.repeat((i * 13) % 180)}`;
+}
+
+/** Whether `name` is whole: 'default', a shared name or some thread's own name. */
+export function isKnownName(name: string): boolean {
+  if (name === 'default' || /^shared-\d+$/.test(name)) return true;
+  const m = /^own-(\d+)-(\d+)-(o*)$/.exec(name);
+  return m !== null && ownName(Number(m[1]), Number(m[2])) === name;
 }
 
 function run(data: TubeTableWorkerData): TubeTableWorkerResult {
@@ -67,6 +75,7 @@ function run(data: TubeTableWorkerData): TubeTableWorkerResult {
   let sharedCreated = 0;
   let sharedFreed = 0;
   let reuses = 0;
+  let staleReads = 0;
 
   const go = new Int32Array(data.go);
   Atomics.add(go, 0, 1);
@@ -143,6 +152,18 @@ function run(data: TubeTableWorkerData): TubeTableWorkerResult {
         fail(`last release of own tube ${ref.name} did not free it`);
       }
     }
+    if (op % 4 === 0) {
+      // A stale id's name: gone (undefined) or some tube's whole name, never a torn mix of two.
+      const id = rand() % table.capacity;
+      let name: string | undefined;
+      try {
+        name = table.name(id);
+      } catch (err) {
+        if (!(err instanceof RangeError)) throw err; // an id above the high-water mark
+      }
+      if (name !== undefined && !isKnownName(name)) fail(`name(${id}) is ${JSON.stringify(name)}, no tube's name`);
+      staleReads++;
+    }
     if (op % 2000 === 1999) {
       table.invariants(false);
       const ids = table.list();
@@ -154,7 +175,7 @@ function run(data: TubeTableWorkerData): TubeTableWorkerResult {
     }
   }
   for (const { id } of pending) table.dropped(id);
-  return { held: [...held.values()], freed, created, sharedCreated, sharedFreed, reuses };
+  return { held: [...held.values()], freed, created, sharedCreated, sharedFreed, reuses, staleReads };
 }
 
 if (!isMainThread && (workerData as { kind?: unknown } | null)?.kind === 'tubetable-worker') {
