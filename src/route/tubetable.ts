@@ -61,6 +61,11 @@
 // found it in between), but under the lock the first check that sees LIVE, the same generation
 // and refs === 0 frees it, and every later check sees DROPPING or another generation.
 //
+// Why no tube is left live with refs 0 (once nobody is mid-call): refs only falls in release().
+// The release that made the last 1 -> 0 step takes the lock and checks; if it finds refs >= 1, an
+// acquire revived the tube after that step, and that acquirer's own last release makes a later
+// 1 -> 0 step and checks again. invariants(true) checks this.
+//
 // Why lock-free increments/decrements are safe: retain() needs the caller to hold a reference, so
 // refs >= 1 throughout and no free can happen between its check and its add (the caller's own
 // release comes later in its program order). A release whose sub(refs) returned > 1 left refs >= 1
