@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { JobShardMap, PAGE_IDS, SHARD_MAX } from '../../src/route/jobmap.ts';
+import { JobIds } from '../../src/route/jobids.ts';
 import { mulberry32u32 as mulberry32 } from '../support/prng.ts';
 
 describe('JobShardMap', () => {
@@ -64,7 +65,7 @@ describe('JobShardMap', () => {
     m.invariants();
   });
 
-  it('uses about one byte per live id and frees pages when they empty', () => {
+  it('uses about one byte per live id; emptied pages go back to the pool and are reused', () => {
     const m = new JobShardMap();
     expect(m.bytesAllocated()).toBe(0);
     const n = 10 * PAGE_IDS;
@@ -83,32 +84,51 @@ describe('JobShardMap', () => {
     expect(m.get(n / 2)).toBe(-1);
     expect(m.get(n / 2 + 1)).toBe((n / 2 + 1) % 16);
 
-    // One straggler keeps its page alive, and only its page.
+    // One straggler keeps its page alive, and only its page (and the head page, where new ids go,
+    // which is kept while empty: page 10, holding id n alone).
     const straggler = n / 2 + 17;
     for (let id = n / 2 + 1; id <= n; id++) if (id !== straggler) m.delete(id);
     expect(m.liveIds).toBe(1);
-    expect(m.pageCount()).toBe(1);
-    expect(m.bytesAllocated()).toBe(2 * PAGE_IDS); // and the spare
+    expect(m.pageCount()).toBe(2);
     expect(m.get(straggler)).toBe(straggler % 16);
     m.delete(straggler);
     expect(m.liveIds).toBe(0);
-    expect(m.bytesAllocated()).toBe(PAGE_IDS); // the spare only
+    expect(m.pageCount()).toBe(1);
+    m.invariants();
+
+    // The pool does not shrink (a SharedArrayBuffer cannot), but its slots are reused: ten more
+    // pages of ids need no new slot.
+    for (let id = n + 1; id <= 2 * n; id++) m.set(id, id % 16);
+    expect(m.pagesMade).toBe(11);
+    expect(m.bytesAllocated()).toBe(11 * PAGE_IDS);
+    for (let id = n + 1; id <= 2 * n; id++) if (m.get(id) !== id % 16) throw new Error(`get(${id}) = ${m.get(id)}`);
+    expect(m.get(n)).toBe(-1);
     m.invariants();
   });
 
-  it('a queue holding one job or none at a time reuses one page array (no allocation per job)', () => {
+  it('a queue holding one job or none at a time keeps its head page and reuses slots (no page per job)', () => {
     const m = new JobShardMap();
     for (let id = 1; id <= 3 * PAGE_IDS; id++) {
       m.set(id, 1);
-      expect(m.get(id)).toBe(1);
+      if (m.get(id) !== 1) throw new Error(`get(${id}) = ${m.get(id)}`);
       m.delete(id);
+      // The page new ids go to stays while empty: no make and drop per job.
+      if (m.pageCount() !== 1) throw new Error(`id ${id}: ${m.pageCount()} pages`);
     }
-    expect(m.pagesMade).toBe(1);
-    expect(m.get(5)).toBe(-1); // the reused page came back empty
-    m.set(5, 2);
-    m.set(PAGE_IDS + 5, 3); // a second live page needs a second array
+    // The next head page is made before the old one is dropped: two slots, taking turns.
     expect(m.pagesMade).toBe(2);
-    expect([m.get(5), m.get(PAGE_IDS + 5), m.get(6)]).toEqual([2, 3, -1]);
+    expect(m.liveIds).toBe(0);
+    m.invariants();
+    expect(m.get(5)).toBe(-1); // the reused slot came back empty
+    m.set(5, 2); // page 0 again, in the free slot
+    expect(m.pagesMade).toBe(2);
+    m.set(PAGE_IDS + 5, 3); // another live page needs another slot
+    expect(m.pagesMade).toBe(3);
+    expect([m.get(5), m.get(PAGE_IDS + 5), m.get(6), m.get(3 * PAGE_IDS)]).toEqual([2, 3, -1, -1]);
+    m.invariants();
+    m.delete(5);
+    m.delete(PAGE_IDS + 5);
+    expect(m.pageCount()).toBe(1); // the head page only
     m.invariants();
   });
 
@@ -137,15 +157,20 @@ describe('JobShardMap', () => {
     m.invariants();
   });
 
-  it('seeded random operations agree with a Map model', () => {
+  it('seeded random operations through three handles on one map agree with a Map model', () => {
     const seed = Number(process.env.JOBMAP_SEED ?? Date.now() % 2 ** 31);
     const rand = mulberry32(seed);
-    const m = new JobShardMap();
+    const first = new JobShardMap();
+    // Each handle keeps its own page cache, as each thread does: a page dropped and its slot reused
+    // through one handle must not be read through another's stale cache entry.
+    const handles = [first, JobShardMap.attach(first.shared), JobShardMap.attach(first.shared)];
+    let m = first;
     const model = new Map<number, number>();
     let nextId = 1 + (rand() % 3) * 2 ** 32; // sometimes start above 2^32
     const live: number[] = [];
     try {
       for (let step = 0; step < 200_000; step++) {
+        m = handles[rand() % handles.length]!;
         const op = rand() % 10;
         if (op < 5 || live.length === 0) {
           nextId += 1 + (rand() % 4 === 0 ? rand() % 5000 : 0); // ids are increasing, sometimes with gaps
@@ -173,5 +198,101 @@ describe('JobShardMap', () => {
     } catch (err) {
       throw new Error(`JOBMAP_SEED=${seed}: ${(err as Error).message}`);
     }
+  });
+
+  it('another handle on the shared state sees the same ids, and a stale page cache is never used', () => {
+    const a = new JobShardMap();
+    const b = JobShardMap.attach(a.shared);
+    expect(b.shared).toBe(a.shared);
+    a.set(5, 4);
+    expect(b.get(5)).toBe(4); // b caches page 0
+    b.set(6, 7);
+    expect(a.get(6)).toBe(7);
+    a.delete(5);
+    b.delete(6); // page 0 is still the head page: kept, empty
+    expect([a.get(5), b.get(6), a.liveIds, b.liveIds]).toEqual([-1, -1, 0, 0]);
+    // A higher page becomes the head, and page 0 is dropped; its slot goes to page 2 through a.
+    a.set(PAGE_IDS + 1, 1);
+    expect(a.pageCount()).toBe(1);
+    a.set(2 * PAGE_IDS + 5, 9); // page 2, offset 5: same offset as id 5, in page 0's old slot
+    a.set(2 * PAGE_IDS + 6, 8);
+    expect(a.pagesMade).toBe(2);
+    // b's cache still says page 0 -> that slot; it must notice the slot moved on.
+    expect(b.get(5)).toBe(-1);
+    expect(b.get(6)).toBe(-1);
+    b.delete(6); // a no-op, not a delete of id 2*PAGE_IDS+6
+    expect(a.get(2 * PAGE_IDS + 6)).toBe(8);
+    b.set(6, 3); // page 0 again, in a fresh slot
+    expect([a.get(6), b.get(6), a.get(2 * PAGE_IDS + 6), b.get(2 * PAGE_IDS + 5)]).toEqual([3, 3, 8, 9]);
+    expect(a.liveIds).toBe(4);
+    a.invariants();
+    b.invariants();
+  });
+
+  it('attach() rejects buffers that are not a JobShardMap', () => {
+    const m = new JobShardMap();
+    expect(() => JobShardMap.attach({ control: new SharedArrayBuffer(4096), pool: m.shared.pool })).toThrow(TypeError);
+    expect(() => JobShardMap.attach({ control: m.shared.control, pool: new SharedArrayBuffer(0, { maxByteLength: PAGE_IDS }) })).toThrow(TypeError);
+    expect(() => JobShardMap.attach({ control: new ArrayBuffer(4096), pool: m.shared.pool } as never)).toThrow(TypeError);
+  });
+
+  it('maxPages bounds the pages live at once; slots freed are reused', () => {
+    expect(() => new JobShardMap({ maxPages: 6 })).toThrow(RangeError);
+    expect(() => new JobShardMap({ maxPages: 2 })).toThrow(RangeError);
+    const m = new JobShardMap({ maxPages: 4 });
+    for (let p = 0; p < 4; p++) m.set(p * PAGE_IDS + 1, p);
+    expect(() => m.set(4 * PAGE_IDS + 1, 4)).toThrow(RangeError);
+    m.invariants(); // the failed set left nothing behind (and released the lock)
+    m.delete(1); // page 0 is not the head page: dropped
+    m.set(4 * PAGE_IDS + 1, 4);
+    expect(m.get(4 * PAGE_IDS + 1)).toBe(4);
+    expect(m.pagesMade).toBe(4);
+    expect(m.bytesAllocated()).toBe(4 * PAGE_IDS);
+    m.invariants();
+  });
+});
+
+describe('JobIds', () => {
+  it('hands out 1, 2, 3, ...; peek does not take one', () => {
+    const ids = new JobIds();
+    expect(ids.peek()).toBe(1);
+    expect([ids.next(), ids.next(), ids.next()]).toEqual([1, 2, 3]);
+    expect(ids.peek()).toBe(4);
+    expect(ids.peek()).toBe(4);
+    expect(ids.next()).toBe(4);
+  });
+
+  it('raiseTo(id) makes the next id at least id + 1 and never lowers it', () => {
+    const ids = new JobIds();
+    ids.raiseTo(41);
+    expect(ids.peek()).toBe(42);
+    ids.raiseTo(10);
+    expect(ids.next()).toBe(42);
+    ids.raiseTo(42); // the id just taken: next stays 43
+    expect(ids.next()).toBe(43);
+    ids.raiseTo(2 ** 40);
+    expect(ids.next()).toBe(2 ** 40 + 1);
+    expect(() => ids.raiseTo(0)).toThrow(RangeError);
+    expect(() => ids.raiseTo(1.5)).toThrow(RangeError);
+    expect(() => ids.raiseTo(2 ** 53)).toThrow(RangeError);
+  });
+
+  it('counts past 2^32 and stops at 2^53 - 1', () => {
+    const ids = new JobIds(2 ** 32 - 1);
+    expect([ids.next(), ids.next(), ids.next()]).toEqual([2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1]);
+    ids.raiseTo(Number.MAX_SAFE_INTEGER - 2);
+    expect(ids.next()).toBe(Number.MAX_SAFE_INTEGER - 1);
+    expect(ids.next()).toBe(Number.MAX_SAFE_INTEGER);
+    expect(() => ids.next()).toThrow(RangeError);
+  });
+
+  it('handles attached to the shared counter take from one sequence', () => {
+    const a = new JobIds();
+    const b = JobIds.attach(a.shared);
+    expect([a.next(), b.next(), a.next(), b.next()]).toEqual([1, 2, 3, 4]);
+    b.raiseTo(99);
+    expect(a.next()).toBe(100);
+    expect(() => JobIds.attach({ counter: new SharedArrayBuffer(8) })).toThrow(TypeError);
+    expect(() => new JobIds(0)).toThrow(RangeError);
   });
 });
