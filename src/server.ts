@@ -150,11 +150,6 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
 
   const router = new Router({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel, walFaults: opts.walFaults, here: opts.shardHere === false ? null : 0, ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes });
   const beanstalk = new BeanstalkServer(router);
-  beanstalk.onCertainMiss = (conn) => {
-    // A reserve sent as certain found nothing: ReadyCounts over-counted. The reserve goes on as
-    // an ordinary one; report it so the bug is seen.
-    log.error({ conn, misses: beanstalk.certainMisses }, 'a reserve sent as certain found no job (please report)');
-  };
   router.onFatal = (shard, err) => {
     // Its queues are gone from memory: serving on would answer wrongly. Exit; with -b the log
     // still holds every acknowledged job for the next start.
@@ -172,10 +167,10 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
       const ids = [...recovered.jobs.keys()].sort((x, y) => x - y);
       for (const id of ids) router.restoreJob(recovered.jobs.get(id) as RecoveredJob);
       for (const j of recovered.wqJobs.values()) router.workq.restoreJob(j);
-      if (recovered.maxId >= router.nextJobId) router.nextJobId = recovered.maxId + 1;
+      if (recovered.maxId > 0) router.ids.raiseTo(recovered.maxId);
       await router.syncShards();
       removeGenerationsBefore(wal.dir, wal.generation);
-      log.info({ jobs: ids.length, workqJobs: recovered.wqJobs.size, nextId: router.nextJobId, records: recovered.records, dir: wal.dir }, 'recovered from the write-ahead log');
+      log.info({ jobs: ids.length, workqJobs: recovered.wqJobs.size, nextId: router.ids.peek(), records: recovered.records, dir: wal.dir }, 'recovered from the write-ahead log');
       recovered = null;
     }
     server = await listenBeanstalk(beanstalk, host, opts.port ?? PORT_DEFAULT, log);

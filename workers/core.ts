@@ -11,7 +11,9 @@ import {
   OP_EXPIRE, OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
   OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_RESTORE, R_BEST, R_JOB,
   R_NONE, R_NUMS, R_OK, R_TUBES, RecordWriter, REPLY_FLAG_UNLOGGED, OP_LIST_JOBS, OP_CLEAR_TUBE, LIST_JOBS_MAX,
-  LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS,
+  LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS, OP_RESERVE_WAIT, OP_CANCEL_WAIT, OP_TAKE_ID, R_PARKED,
+  R_DEFERRED, R_DROPPED, E_RESERVED, E_WAIT_END, E_DEFERRED, END_DEADLINE_SOON, END_TIMED_OUT, RESERVE_FOREVER,
+  DEADLINE_SOON_MS,
 } from '../src/shared/records.ts';
 import type { WalConfig } from './wal/wal.ts';
 import { makeLogger, type Logger } from '../src/log.ts';
@@ -20,6 +22,8 @@ import { WorkqOps } from './workq-ops.ts';
 import { fullRecordBytes, nodeIo, Wal, WalWriteError, type WalIo } from './wal/index.ts';
 import { LoggedReplies } from './wal/logged.ts';
 import { observe } from '../src/shared/histogram.ts';
+import { ShardWaits, type Waiter } from './waits.ts';
+import { JobIds, type JobIdsShared } from '../src/route/jobids.ts';
 
 /** What a shard is made with. */
 export interface ShardConfig {
@@ -30,12 +34,16 @@ export interface ShardConfig {
   walFaults?: SharedArrayBuffer;
   /** Where the log's fsync durations go (src/shared/histogram.ts; /metrics reads it). */
   fsyncHistogram?: Float64Array;
+  /** The server's job id counter (src/route/jobids.ts): puts kept behind a waiting reserve are numbered when applied. */
+  ids?: JobIdsShared;
 }
 
 /** Live jobs moved out of the oldest log segment per batch (compaction runs a little at a time). */
 const MIGRATIONS_PER_BATCH = 256;
 /** How long to wait before retrying a log write that failed (disk full, EIO). */
 export const WAL_RETRY_MS = 100;
+
+const EMPTY = Buffer.alloc(0);
 
 function growIds(a: Float64Array): Float64Array {
   const next = new Float64Array(Math.max(1024, a.length * 2));
@@ -74,6 +82,10 @@ function faultyIo(ctrl: Int32Array): WalIo {
 export class ShardCore {
   readonly index: number;
   readonly engine = new Engine();
+  /** Reserves waiting in this shard, and the requests their connections sent after them. */
+  readonly waits = new ShardWaits();
+  private readonly endedWaits: Waiter[] = [];
+  private readonly ids: JobIds;
   /** This batch's replies and events, in order. */
   readonly out = new RecordWriter();
   private readonly wal: Wal | null;
@@ -101,6 +113,7 @@ export class ShardCore {
   private readonly readyList: number[] = [];
   private readonly sink = {
     ready: (tube: number): void => {
+      this.waits.poke(tube);
       if (tube >= this.readyMark.length) {
         const next = new Uint8Array(Math.max(tube + 1, this.readyMark.length * 2));
         next.set(this.readyMark);
@@ -118,6 +131,7 @@ export class ShardCore {
 
   constructor(config: ShardConfig) {
     this.index = config.index;
+    this.ids = config.ids !== undefined ? JobIds.attach(config.ids) : new JobIds();
     this.log = makeLogger(config.logLevel ?? 'info').child({ shard: config.index });
     this.wal = config.wal
       ? new Wal({
@@ -141,10 +155,10 @@ export class ShardCore {
     return tubes;
   }
 
-  /** R_JOB: a = tube, b = more, id, payload f64 deadline + body. */
-  private replyJob(id: number, more: number, deadlineMs: number, fromState = 0, delayLeftSec = 0): void {
+  /** R_JOB: a = tube, b = more, id, payload f64 deadline + body (E_RESERVED: the same, conn@8). */
+  private replyJob(id: number, more: number, deadlineMs: number, fromState = 0, delayLeftSec = 0, kind = R_JOB): void {
     const body = this.engine.body(id);
-    this.out.header(R_JOB, 8 + body.length, fromState, this.engine.tubeOf(id), more, delayLeftSec, id);
+    this.out.header(kind, 8 + body.length, fromState, this.engine.tubeOf(id), more, delayLeftSec, id);
     this.out.f64(deadlineMs);
     this.out.bytes(body, 0, body.length);
   }
@@ -274,7 +288,7 @@ export class ShardCore {
    * Returns the wall-clock ms at which the clock next has work (Infinity: none).
    */
   afterBatch(now: number): number {
-    const next = Math.min(this.engine.tick(now, this.sink), this.workq.tick(now));
+    const next = Math.min(this.engine.tick(now, this.sink), this.workq.tick(now), this.endWaits(now));
     for (const tube of this.readyList) {
       this.readyMark[tube] = 0;
       this.out.header(E_READY, 0, 0, tube, 0, 0, 0);
@@ -309,8 +323,92 @@ export class ShardCore {
     this.wal?.close();
   }
 
-  /** Applies one request record and writes its one reply to `out`. */
+  /**
+   * Applies one request record and writes its one reply to `out` (and, after it, any events it
+   * caused). A request of a connection whose reserve is parked here is kept for later instead.
+   */
   handle(buf: Buffer, at: number, now: number): void {
+    const conn = buf.readUInt32LE(at + 8);
+    if (conn !== 0) {
+      const w = this.waits.of(conn);
+      const op = buf[at + 4];
+      if (w !== undefined && w.parked && op !== OP_RELEASE_CONN && op !== OP_CANCEL_WAIT) {
+        this.waits.keep(w, buf, at, buf.readUInt32LE(at));
+        this.out.header(R_DEFERRED, 0, 0, 0, 0, 0, buf.readDoubleLE(at + 24));
+        return;
+      }
+    }
+    this.apply(buf, at, now);
+    if (this.waits.anyPoked) this.serve(now);
+  }
+
+  // ---- reserves waiting here (./waits.ts) ----
+
+  /**
+   * beanstalkd's process_queue: while a tube with waiters has a ready job, the most urgent such
+   * job goes to the next waiter of its tube. Then that connection's kept requests are applied.
+   */
+  private serve(now: number): void {
+    const engine = this.engine;
+    const waits = this.waits;
+    while (waits.anyPoked) {
+      const tubes = waits.takePoked();
+      let n = tubes.length;
+      for (;;) {
+        let k = 0;
+        for (let i = 0; i < n; i++) if (waits.hasWaiters(tubes[i])) tubes[k++] = tubes[i];
+        n = k;
+        if (n === 0) break;
+        const id = engine.peekBest(tubes, n, now);
+        if (id === 0) break;
+        const w = waits.nextWaiter(engine.lastTube) as Waiter;
+        waits.unpark(w);
+        engine.reserveIfReady(id, w.conn, now);
+        const more = engine.peekBest(w.tubes, w.count, now) !== 0 ? 1 : 0;
+        this.replyJob(id, more, engine.deadlineOf(id), w.conn, 0, E_RESERVED);
+        this.applyKept(w, now);
+      }
+    }
+  }
+
+  /** Ends the parked reserves whose timeout or DEADLINE_SOON has come; returns when the next may. */
+  private endWaits(now: number): number {
+    const ended = this.endedWaits;
+    this.waits.ended(now, ended);
+    for (const w of ended) {
+      if (!w.parked) continue;
+      this.endWait(w, w.soonAt <= now ? END_DEADLINE_SOON : END_TIMED_OUT, now);
+    }
+    ended.length = 0;
+    if (this.waits.anyPoked) this.serve(now);
+    return this.waits.nextEnd;
+  }
+
+  private endWait(w: Waiter, end: number, now: number): void {
+    this.waits.unpark(w);
+    this.out.header(E_WAIT_END, 0, w.conn, end, 0, 0, 0);
+    this.applyKept(w, now);
+  }
+
+  /**
+   * Applies, in order, the requests `w`'s connection sent behind its reserve, each reply inside
+   * an E_DEFERRED event; stops if one of them parks again. OP_EXPIRE comes from the main thread,
+   * not the connection: its E_DEFERRED says so (a = 1) and is not read.
+   */
+  private applyKept(w: Waiter, now: number): void {
+    const out = this.out;
+    while (!w.parked && w.head < w.kept.length) {
+      const rec = w.kept[w.head];
+      w.kept[w.head++] = EMPTY;
+      const at = out.header(E_DEFERRED, 0, w.conn, rec[4] === OP_EXPIRE ? 1 : 0, 0, 0, 0);
+      this.apply(rec, 0, now);
+      out.buf.writeUInt32LE(out.len - at, at);
+    }
+    this.waits.forgetIfIdle(w);
+  }
+
+  /** Applies one request record and writes its one reply to `out`. */
+  private apply(buf: Buffer, at: number, now: number): void {
     const engine = this.engine;
     const out = this.out;
     const wal = this.wal;
@@ -321,32 +419,68 @@ export class ShardCore {
     const a = buf.readUInt32LE(at + 12);
     const b = buf.readUInt32LE(at + 16);
     const c = buf.readUInt32LE(at + 20);
-    const id = buf.readDoubleLE(at + 24);
+    let id = buf.readDoubleLE(at + 24);
     switch (op) {
       case OP_PUT:
       case OP_PUT_BURIED: {
+        // id 0: a put its connection sent behind a reserve that might wait; beanstalkd numbers a
+        // put when it reads it, which is after that reserve's answer: now.
+        if (id === 0) id = this.ids.next();
         const len = buf.readUInt32LE(at);
         const ttr = buf.readUInt32LE(at + HEADER_BYTES);
         const bodyStart = at + HEADER_BYTES + 4;
         let state = engine.put(a, id, b, c, ttr, buf.subarray(bodyStart, at + len), now);
         if (op === OP_PUT_BURIED) state = engine.buryNew(id);
+        else this.waits.poke(a);
         this.logFull(id, buf, bodyStart, at + len);
         logged.mark(out.len);
         out.header(R_OK, 0, 0, state, a, 0, id);
         return;
       }
       case OP_RESERVE: {
-        // id: the instant a reserve sent as certain left the main thread (0 otherwise): pauses are
-        // judged as the main thread judged them (a clock stepping back cannot make it miss).
-        // b, c: its timeout and whether it has none, echoed if it finds nothing.
         const tubes = this.readTubes(buf, at, a);
-        const asOf = id > now ? id : now;
-        const got = engine.reserveBest(tubes, a, conn, asOf);
+        const got = engine.reserveBest(tubes, a, conn, now);
         if (got === 0) {
-          out.header(R_NONE, 0, 0, b, c, 0, 0);
+          out.header(R_NONE, 0, 0, 0, 0, 0, 0);
           return;
         }
-        this.replyJob(got, engine.peekBest(tubes, a, asOf) !== 0 ? 1 : 0, engine.deadlineOf(got));
+        this.replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
+        return;
+      }
+      case OP_RESERVE_WAIT: {
+        // beanstalkd's reserve: a job if one is ready; else DEADLINE_SOON if a job the connection
+        // holds (here, or on another shard: id) is within the margin of its TTR end; else
+        // TIMED_OUT if it cannot wait; else it parks (./waits.ts).
+        const tubes = this.readTubes(buf, at, a);
+        const got = engine.reserveBest(tubes, a, conn, now);
+        if (got !== 0) {
+          this.replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
+          return;
+        }
+        const soonAt = Math.min(id, engine.heldDeadline(conn)) - DEADLINE_SOON_MS;
+        if (now >= soonAt) {
+          out.header(R_NONE, 0, 0, END_DEADLINE_SOON, 0, 0, 0);
+          return;
+        }
+        const timeoutAt = c === RESERVE_FOREVER ? Infinity : now + b * 1000;
+        if (timeoutAt <= now || !this.waits.canWait(conn)) {
+          out.header(R_NONE, 0, 0, END_TIMED_OUT, 0, 0, 0);
+          return;
+        }
+        this.waits.park(conn, tubes, a, timeoutAt, soonAt);
+        out.header(R_PARKED, 0, 0, 0, 0, 0, 0);
+        return;
+      }
+      case OP_TAKE_ID:
+        // A put that failed (EXPECTED_CRLF, DRAINING) behind a reserve that might wait: it uses up
+        // an id when beanstalkd would have read it.
+        out.header(R_OK, 0, 0, 0, 0, 0, this.ids.next());
+        return;
+      case OP_CANCEL_WAIT: {
+        this.waits.refuseWaits(conn);
+        const w = this.waits.of(conn);
+        if (w !== undefined && w.parked) this.endWait(w, END_TIMED_OUT, now);
+        out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
       }
       case OP_RESERVE_BOUNDED: {
@@ -363,6 +497,7 @@ export class ShardCore {
       }
       case OP_EXPIRE: {
         const tube = engine.expire(id, conn, b);
+        if (tube >= 0) this.waits.poke(tube);
         if (tube >= 0 && !engine.isPaused(tube, now)) this.sink.ready(tube);
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
@@ -425,6 +560,7 @@ export class ShardCore {
         this.logUpdate(id);
         logged.mark(out.len);
         out.header(R_OK, 0, 0, state, tube, 0, id);
+        this.waits.poke(tube);
         return;
       }
       case OP_BURY:
@@ -450,6 +586,7 @@ export class ShardCore {
         for (let i = 0; i < kicked.length; i++) this.logUpdate(kicked[i]);
         if (n > 0) logged.mark(out.len);
         out.header(R_OK, 0, 0, n, a, 0, 0);
+        if (n > 0) this.waits.poke(a);
         return;
       }
       case OP_KICK_JOB:
@@ -460,6 +597,7 @@ export class ShardCore {
         this.logUpdate(id);
         logged.mark(out.len);
         out.header(R_OK, 0, 0, 0, engine.tubeOf(id), 0, id);
+        this.waits.poke(engine.tubeOf(id));
         return;
       case OP_PEEK:
       case OP_PEEK_READY:
@@ -501,6 +639,7 @@ export class ShardCore {
         return;
       case OP_DROP_TUBE:
         engine.dropTube(a);
+        this.waits.dropTube(a);
         this.tubeNames[a] = ''; // a dropped tube holds no job, so no log record names it again
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
@@ -534,8 +673,21 @@ export class ShardCore {
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
       case OP_RELEASE_CONN: {
+        // The connection has gone: a reserve parked here ends unanswered, and what it sent after
+        // it is dropped unapplied, as beanstalkd never reads past a waiting reserve (each still
+        // gets its reply: R_DROPPED, so the main thread can undo what it counted).
+        const w = this.waits.closeConn(conn);
+        if (w !== undefined) {
+          for (let i = w.head; i < w.kept.length; i++) {
+            const rec = w.kept[i];
+            if (rec[4] === OP_EXPIRE) continue;
+            out.header(E_DEFERRED, HEADER_BYTES, conn, 0, 0, 0, 0);
+            out.header(R_DROPPED, 0, conn, rec.readUInt32LE(12), rec[4], 0, rec.readDoubleLE(24));
+          }
+        }
         const n = engine.releaseConn(conn, now);
         const tubes = engine.lastTubes;
+        for (let i = 0; i < tubes.length; i++) this.waits.poke(tubes[i]);
         out.header(R_TUBES, tubes.length * 4, 0, n, tubes.length, 0, 0);
         for (let i = 0; i < tubes.length; i++) out.u32(tubes[i]);
         return;

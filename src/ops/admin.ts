@@ -2,8 +2,7 @@
 // through the same queues as the protocol's commands, applied by the shard as the command it
 // mirrors (a clear deletes as `delete` does, logged with -b), and its answer is applied to the
 // routing layer as the session applies that command's answer (Router.deleted for every id a
-// shard deleted, Router.readied for what a kick made ready, ReadyCounts as for a delete of an
-// unheld job). Nothing here runs per protocol command.
+// shard deleted, Router.readied for what a kick made ready). Nothing here runs per protocol command.
 
 import { tubeStatsEntries, type StatsEntry } from '../proto/beanstalk/stats.ts';
 import type { Router } from '../route/router.ts';
@@ -75,10 +74,7 @@ export interface ClearPage {
  * `delete` deletes them; the routing layer forgets each id (job map, tube counts).
  */
 export function clearPage(router: Router, t: Tube, mask: number, max = CLEAR_JOBS_MAX): Promise<ClearPage> {
-  // It may take ready jobs of the shard the main thread cannot place (ReadyCounts' rule 3).
-  router.readyCounts.anyTaker(t.shard);
   return ask(router, t.shard, (buf, at) => {
-    router.readyCounts.anyTakerDone(t.shard);
     if (replyKind(buf, at) !== R_IDS) throw new Error('unexpected reply to a clear');
     const n = listCount(buf, at);
     const tube = idsTube(buf, at);
@@ -122,16 +118,14 @@ export async function clearTube(router: Router, name: string, mask: number): Pro
 export function kickTube(router: Router, t: Tube, count: number): Promise<{ kicked: number; unlogged: boolean }> {
   return ask(router, t.shard, (buf, at) => {
     const n = okResult(buf, at);
-    if (n > 0) router.readied(okTube(buf, at), n);
+    if (n > 0) router.readied(okTube(buf, at));
     return { kicked: n, unlogged: replyUnlogged(buf, at) };
   }, (w) => w.header(OP_KICK, 0, 0, t.id, count, 0, 0));
 }
 
 /** pause-tube `t` for `seconds`, counted from now (as the session sends it). */
 export function pauseTube(router: Router, t: Tube, seconds: number): Promise<void> {
-  const now = Date.now();
-  t.pausedUntilMs = now + seconds * 1000;
-  return ask(router, t.shard, () => undefined, (w) => w.header(OP_PAUSE_TUBE, 0, 0, t.id, seconds, 0, now));
+  return ask(router, t.shard, () => undefined, (w) => w.header(OP_PAUSE_TUBE, 0, 0, t.id, seconds, 0, Date.now()));
 }
 
 export type JobAnswer = 'done' | 'not_found' | 'unlogged';
@@ -140,9 +134,7 @@ export type JobAnswer = 'done' | 'not_found' | 'unlogged';
 export function deleteJob(router: Router, id: number): Promise<JobAnswer> {
   const shard = router.jobMap.get(id);
   if (shard < 0) return Promise.resolve('not_found');
-  router.readyCounts.anyTaker(shard);
   return ask(router, shard, (buf, at): JobAnswer => {
-    router.readyCounts.anyTakerDone(shard);
     if (replyKind(buf, at) !== R_OK) return 'not_found';
     router.deleted(replyId(buf, at), okTube(buf, at));
     return replyUnlogged(buf, at) ? 'unlogged' : 'done';
@@ -155,7 +147,7 @@ export function kickJob(router: Router, id: number): Promise<JobAnswer> {
   if (shard < 0) return Promise.resolve('not_found');
   return ask(router, shard, (buf, at): JobAnswer => {
     if (replyKind(buf, at) !== R_OK) return 'not_found';
-    router.readied(okTube(buf, at), 1);
+    router.readied(okTube(buf, at));
     return replyUnlogged(buf, at) ? 'unlogged' : 'done';
   }, (w) => w.header(OP_KICK_JOB, 0, 0, 0, 0, 0, id));
 }
@@ -187,7 +179,7 @@ function moverConn(router: Router): number {
     conn = router.newConnId();
     moverConns.set(router, conn);
     // Every job a move takes, it deletes or gives back itself.
-    router.holders.set(conn, { jobExpired: () => true });
+    router.conns.set(conn, { jobExpired: () => true });
   }
   return conn;
 }
@@ -223,9 +215,7 @@ interface Taken {
 function reserveJobAs(router: Router, conn: number, id: number): Promise<Taken | null> {
   const shard = router.jobMap.get(id);
   if (shard < 0) return Promise.resolve(null);
-  router.readyCounts.anyTaker(shard);
   return ask(router, shard, (buf, at): Taken | null => {
-    router.readyCounts.anyTakerDone(shard);
     if (replyKind(buf, at) !== R_JOB) return null;
     return {
       tube: jobTube(buf, at), from: jobFromState(buf, at), delaySec: jobDelayLeft(buf, at),
@@ -247,14 +237,14 @@ function giveBack(router: Router, conn: number, shard: number, id: number, taken
   }
   return ask(router, shard, (buf, at) => {
     if (replyKind(buf, at) !== R_OK) return false;
-    if (okResult(buf, at) === STATES.ready) router.readied(okTube(buf, at), 1);
+    if (okResult(buf, at) === STATES.ready) router.readied(okTube(buf, at));
     return true;
   }, (w) => w.header(OP_RELEASE, 0, conn, 0, pri, taken.from === 3 ? taken.delaySec : 0, id));
 }
 
 /** put into `t`, as a session's put: answered by the shard (with -b, once logged). Whether it was logged, and the new id. */
 async function putCopy(router: Router, conn: number, t: Tube, buried: boolean, pri: number, delaySec: number, ttr: number, body: Buffer): Promise<{ logged: boolean; id: number }> {
-  const id = router.nextJobId++;
+  const id = router.ids.next();
   t.jobs++;
   router.jobMap.set(id, t.shard);
   const answered = ask(router, t.shard, (buf, at) => {
@@ -265,17 +255,12 @@ async function putCopy(router: Router, conn: number, t: Tube, buried: boolean, p
     w.u32(ttr);
     w.bytes(body, 0, body.length);
   });
-  // Ready in its shard before any reserve sent from now on reaches it (rule 1).
-  if (!buried && delaySec === 0) router.readyCounts.add(t, 1);
   return { logged: await answered, id };
 }
 
 /** delete of a job `conn` does not hold (a ready copy a worker may have taken): whether it was deleted. */
 function deleteUnheld(router: Router, conn: number, shard: number, id: number): Promise<boolean> {
-  // It may take a ready job of that shard: an any-taker until answered (ReadyCounts rule 3).
-  router.readyCounts.anyTaker(shard);
   return ask(router, shard, (buf, at) => {
-    router.readyCounts.anyTakerDone(shard);
     if (replyKind(buf, at) !== R_OK) return false;
     router.deleted(id, okTube(buf, at));
     return true;

@@ -137,7 +137,6 @@ export class OpsHttp {
         const body = renderMetrics(figures, {
           scrapes,
           tubesMax: this.tubesMax,
-          certainMisses: beanstalk.certainMisses,
           backlogPeakBytes: beanstalk.router.pool.backlogPeak,
           threads,
         });

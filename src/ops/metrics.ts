@@ -143,8 +143,6 @@ export interface ScrapeExtras {
   readonly scrapes: number;
   /** The --http-metrics-tubes cap. */
   readonly tubesMax: number;
-  /** Reserves sent as certain that found no job (a bug if ever above 0; see src/route/readycount.ts). */
-  readonly certainMisses: number;
   /** The largest request backlog any shard had when a connection checked it. */
   readonly backlogPeakBytes: number;
   /** Per thread, or null where /proc is not there. */
@@ -180,7 +178,6 @@ export function renderMetrics(f: Figures, x: ScrapeExtras): string {
 
   writeShards(w, f);
   w.one(def('shardstalk_shard_request_backlog_peak_bytes', 'gauge', 'The most request bytes one shard had queued beyond its ring when a connection checked.'), x.backlogPeakBytes);
-  w.one(def('shardstalk_certain_reserve_misses_total', 'counter', 'Reserves sent as certain to find a job that found none (a bug if ever above 0; please report).'), x.certainMisses);
 
   if (x.threads !== null) {
     const m = def('shardstalk_thread_cpu_seconds_total', 'counter', 'CPU time of each thread of the process (Linux /proc/self/task), by mode.');

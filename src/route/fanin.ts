@@ -102,14 +102,6 @@ export interface FanShards<Q extends FanQueue> {
   reply(shard: number, kind: number, a: FanAttempt<Q>, buf: Buffer, at: number): void;
 }
 
-/** ReadyCounts' side of a take (beanstalk only): a taker of each queue while in flight. */
-export interface FanCounts<Q> {
-  /** A take that may take a ready job of `q` is being sent; true if it is a blind taker. */
-  taker(q: Q): boolean;
-  /** The answer to a blind taker of `q` has been read. */
-  untake(q: Q): void;
-}
-
 /** A job's place in the order: smaller keys first, then the smaller id. */
 export class FanKey {
   k1 = 0;
@@ -184,8 +176,6 @@ export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
   readonly bound = new FanKey();
   /** The take in flight is bounded (a lost race means: start over). */
   bounded = false;
-  /** Queues the take in flight is a blind taker of (FanCounts). */
-  readonly blind: Q[] = [];
   /** The queue whose wake-up started this round, until the attempt ends (see passOn). */
   wokenBy: Q | null = null;
 
@@ -216,15 +206,13 @@ export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
 
 export class FanIn<Q extends FanQueue> {
   private readonly shards: FanShards<Q>;
-  private readonly counts: FanCounts<Q> | null;
   private readonly flushSoon: () => void;
   private epoch = 0;
   /** Attempts waiting (beanstalk's current-waiting). */
   waitingCount = 0;
 
-  constructor(shards: FanShards<Q>, counts: FanCounts<Q> | null, flushSoon: () => void) {
+  constructor(shards: FanShards<Q>, flushSoon: () => void) {
     this.shards = shards;
-    this.counts = counts;
     this.flushSoon = flushSoon;
   }
 
@@ -255,7 +243,6 @@ export class FanIn<Q extends FanQueue> {
 
   private take(a: FanAttempt<Q>, shard: number, bounded: boolean): void {
     const queues = a.byShard[shard];
-    if (this.counts !== null) for (const q of queues) if (this.counts.taker(q)) a.blind.push(q);
     a.bounded = bounded;
     this.shards.take(a, shard, queues, bounded);
   }
@@ -290,10 +277,6 @@ export class FanIn<Q extends FanQueue> {
    * caller hands the job to the client (or, if the client has gone, leaves it to its close).
    */
   took(a: FanAttempt<Q>, got: boolean): boolean {
-    if (this.counts !== null) {
-      for (const q of a.blind) this.counts.untake(q);
-      a.blind.length = 0;
-    }
     if (got || a.client.closed) {
       // A job from one queue of several may not be the one that woke it.
       if (!got || a.queues.length > 1) this.passOn(a);
@@ -434,9 +417,8 @@ export class FanIn<Q extends FanQueue> {
       if (a.waiting) {
         waiting++;
         if (a.timer === null && Math.min(a.deadlineMs, a.client.soonMs()) !== Infinity) fail('a waiting attempt with an end has no timer');
-        if (a.blind.length > 0) fail('a waiting attempt is a blind taker');
       }
-      if (!a.live && (a.timer !== null || a.blind.length > 0)) fail('an attempt that is over keeps a timer or a blind take');
+      if (!a.live && a.timer !== null) fail('an attempt that is over keeps a timer');
       if (a.gatherLeft < 0) fail('more peek answers than peeks');
       const seen = new Set<number>();
       for (const s of a.shards) {

@@ -53,7 +53,7 @@ export class Leases implements FanShards<WqQueue> {
   constructor(pool: ShardPool, queues: readonly WqQueue[], flushSoon: () => void) {
     this.pool = pool;
     this.queues = queues;
-    this.fan = new FanIn<WqQueue>(this, null, flushSoon);
+    this.fan = new FanIn<WqQueue>(this, flushSoon);
   }
 
   peek(a: FanAttempt<WqQueue>, shard: number, queues: readonly WqQueue[]): void {

@@ -1,16 +1,15 @@
-// beanstalk's reserve over a connection's watched tubes, through the fan-in (./fanin.ts): hands
-// out the ready job with the smallest (pri, id) among every watched, unpaused tube, wherever
-// those tubes live — the job one beanstalkd would choose — or waits for one.
+// beanstalk's reserve over watched tubes on several shards, through the fan-in (./fanin.ts):
+// hands out the ready job with the smallest (pri, id) among every watched, unpaused tube,
+// wherever those tubes live — the job one beanstalkd would choose — or waits for one. (A reserve
+// whose tubes all live on one shard goes to that shard and waits there: workers/waits.ts.)
 //
-// This file is the beanstalk side of the fan-in: the shard requests a reserve sends (a reserve
-// over one shard's tubes, a peek of each shard's best, a reserve under a bound) and what their
-// replies mean. Every take is a taker of ReadyCounts (rule 2 in ./readycount.ts).
+// This file is the beanstalk side of the fan-in: the shard requests a reserve sends (a take of
+// one shard's best, a peek of each shard's best, a take under a bound) and what their replies mean.
 
 import {
   bestPri, jobMore, jobTube, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, replyId, replyKind,
 } from '../shared/records.ts';
 import { FanIn, type FanAttempt, type FanClient, type FanShards } from './fanin.ts';
-import type { ReadyCounts } from './readycount.ts';
 import type { ShardPool } from './shards.ts';
 import type { Tube } from './tubes.ts';
 
@@ -35,10 +34,10 @@ export class Reserves implements FanShards<Tube> {
   /** Tube `tubeId` may have gained ready jobs (Router.readied). */
   private readonly readied: (tubeId: number) => void;
 
-  constructor(pool: ShardPool, counts: ReadyCounts, readied: (tubeId: number) => void, flushSoon: () => void) {
+  constructor(pool: ShardPool, readied: (tubeId: number) => void, flushSoon: () => void) {
     this.pool = pool;
     this.readied = readied;
-    this.fan = new FanIn<Tube>(this, counts, flushSoon);
+    this.fan = new FanIn<Tube>(this, flushSoon);
   }
 
   peek(a: FanAttempt<Tube>, shard: number, tubes: readonly Tube[]): void {
@@ -51,7 +50,7 @@ export class Reserves implements FanShards<Tube> {
     const conn = (a.client as ReserveClient).connId;
     const w = this.pool.request(shard, bounded ? K_RESERVE_TAKE_BOUNDED : K_RESERVE_TAKE, a, 0);
     if (bounded) w.header(OP_RESERVE_BOUNDED, tubes.length * 4, conn, tubes.length, a.bound.k1, 0, a.bound.id);
-    else w.header(OP_RESERVE, tubes.length * 4, conn, tubes.length, 0, 0, 0);
+    else w.header(OP_RESERVE, tubes.length * 4, conn, tubes.length, 0, 0, 0); // takes, never waits in the shard
     for (const t of tubes) w.u32(t.id);
   }
 

@@ -1,5 +1,5 @@
 // The main thread's routing layer: which shard holds each tube, workq queue and job, the pool of
-// shard threads, ReadyCounts, the fan-ins of reserve and lease, job ids, and one socket write per
+// shard threads, the fan-ins of reserve and lease, job ids, and one socket write per
 // connection per turn. It speaks no protocol: connections (src/proto/) send requests through it
 // and read the replies addressed to them (ReplyTarget); what a shard says happened to queues and
 // jobs (a job made ready, a reservation that ran out) it applies here and passes on through small
@@ -8,11 +8,12 @@
 import type { RecoveredJob } from '../../workers/wal/reader.ts';
 import type { WalConfig } from '../../workers/wal/wal.ts';
 import {
-  E_READY, E_TIMED_OUT, E_WQ_READY, eventConn, eventReserves, eventTube, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN,
-  OP_RESTORE, OP_TUBE_NAME, OP_WAL_SYNC, R_OK, R_TUBES, replyId, replyKind, tubesAt, tubesCount,
+  E_DEFERRED, E_READY, E_RESERVED, E_TIMED_OUT, E_WAIT_END, E_WQ_DONE, E_WQ_GONE, E_WQ_READY, eventConn, eventReserves,
+  eventTube, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME, OP_WAL_SYNC, R_OK, R_TUBES, replyId,
+  replyKind, tubesAt, tubesCount,
 } from '../shared/records.ts';
+import { JobIds } from './jobids.ts';
 import { JobShardMap } from './jobmap.ts';
-import { ReadyCounts } from './readycount.ts';
 import { Reserves } from './reserve.ts';
 import { NO_REPLY, type ReplyTarget, ShardPool } from './shards.ts';
 import { TubeRegistry } from './tubes.ts';
@@ -32,8 +33,14 @@ export interface RouterConfig {
   walFaults?: SharedArrayBuffer;
 }
 
-/** A connection that holds reserved jobs. */
+/** A connection that holds reserved jobs, and whose reserves may wait in shards. */
 export interface JobHolder {
+  /**
+   * What a shard says about this connection's reserve waiting there (E_RESERVED, E_WAIT_END) or
+   * the requests it kept behind it (E_DEFERRED). Connections that never wait in a shard (the
+   * API's) leave it out.
+   */
+  onShardEvent?(shard: number, buf: Buffer, at: number): void;
   /**
    * Job `id`'s reservation ran out (its TTR): the connection no longer holds it. Returns true if
    * the holder keeps it all the same (the API's move, which deletes or releases every job it takes
@@ -51,17 +58,22 @@ export class Router {
   readonly pool: ShardPool;
   readonly tubes: TubeRegistry;
   readonly jobMap = new JobShardMap();
-  /** Lower bounds of each tube's ready jobs: which reserves may go without holding the parser. */
-  readonly readyCounts: ReadyCounts;
-  /** Reserves over watched tubes, across shards (the fan-in). */
+  /** Reserves over watched tubes on several shards (the fan-in; a reserve over one shard's tubes waits there). */
   readonly reserves: Reserves;
   /** workq: UUIDs, queues, leases across shards, run / result waiters. */
   readonly workq: WorkqRouter;
-  /** Connections that may hold reserved jobs, by connection id. */
-  readonly holders = new Map<number, JobHolder>();
+  /**
+   * Connections that may hold reserved jobs or wait in a shard, by connection id; one that closed
+   * stays until every shard has released what it held (releaseHeld), so it still reads what
+   * those shards say about it until then.
+   */
+  readonly conns = new Map<number, JobHolder>();
+  /** Reserves waiting in shards (stats current-waiting, with the fan-in's). */
+  parkedCount = 0;
   /** In memory only: puts, and deletes/releases/buries of a held job, are answered before the shard replies. */
   readonly earlyAck: boolean;
-  nextJobId = 1;
+  /** Job ids: one server-wide sequence, shared with the shards (they number puts kept behind a waiting reserve). */
+  readonly ids = new JobIds();
   private nextConnId = 1;
 
   private dirty: { flush(): void }[] = [];
@@ -70,14 +82,13 @@ export class Router {
   constructor(config: RouterConfig) {
     this.config = config;
     this.earlyAck = config.wal === undefined;
-    this.readyCounts = new ReadyCounts(config.shards);
     this.pool = new ShardPool(
       {
         shards: config.shards,
         here: config.here === undefined ? 0 : config.here,
         ringBytes: config.ringBytes,
         backlogBytes: config.backlogBytes,
-        config: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults },
+        config: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults, ids: this.ids.shared },
         schedule: () => this.flushSoon(),
       },
       {
@@ -88,7 +99,7 @@ export class Router {
     );
     this.workq = new WorkqRouter(this.pool, config.shards, () => this.flushSoon(), this.earlyAck);
     this.tubes = new TubeRegistry(config.shards);
-    this.reserves = new Reserves(this.pool, this.readyCounts, (tubeId) => this.readied(tubeId), () => this.flushSoon());
+    this.reserves = new Reserves(this.pool, (tubeId) => this.readied(tubeId), () => this.flushSoon());
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');
       const w = this.pool.request(t.shard, 0, NO_REPLY, 0);
@@ -108,7 +119,7 @@ export class Router {
     const t = this.tubes.findOrMake(j.tube);
     t.jobs++;
     this.jobMap.set(j.id, t.shard);
-    if (j.id >= this.nextJobId) this.nextJobId = j.id + 1;
+    this.ids.raiseTo(j.id);
     // beanstalkd brings a job that was reserved back as ready.
     const state = j.state === RESERVED ? READY : j.state;
     const w = this.pool.request(t.shard, 0, NO_REPLY, 0);
@@ -193,15 +204,26 @@ export class Router {
 
   /** Connections blocked in a reserve (stats current-waiting). */
   get waitingCount(): number {
-    return this.reserves.fan.waitingCount;
+    return this.reserves.fan.waitingCount + this.parkedCount;
   }
 
-  /** Tube `tubeId` may have gained ready jobs; `known` of them for certain (ReadyCounts' rule 4). */
-  readied(tubeId: number, known = 0): void {
+  /** Tube `tubeId` may have gained ready jobs: wake a reserve over several shards waiting on it. */
+  readied(tubeId: number): void {
     const t = this.tubes.get(tubeId);
-    if (t === undefined) return;
-    if (known > 0) this.readyCounts.addLate(t, known);
-    this.reserves.fan.ready(t);
+    if (t !== undefined) this.reserves.fan.ready(t);
+  }
+
+  /** A put of tube `tubeId` was dropped unapplied (its connection closed behind a waiting reserve); `id` 0 if it had none yet. */
+  putDropped(id: number, tubeId: number): void {
+    if (id !== 0) {
+      this.deleted(id, tubeId);
+      return;
+    }
+    const t = this.tubes.get(tubeId);
+    if (t !== undefined) {
+      t.jobs--;
+      this.tubes.release(t);
+    }
   }
 
   /** Job `id` of tube `tubeId` was deleted. */
@@ -214,26 +236,25 @@ export class Router {
     }
   }
 
-  /** Connection `connId` has gone: every job it holds goes back to ready, behind what it sent. */
+  /**
+   * Connection `connId` has gone: every job it holds goes back to ready, behind what it sent; a
+   * reserve it left waiting in a shard ends there. It is forgotten once every shard has answered.
+   */
   releaseHeld(connId: number): void {
+    const target = new Released(this, connId, this.pool.links.length);
     for (let shard = 0; shard < this.pool.links.length; shard++) {
-      this.pool.request(shard, 0, this.released, 0).header(OP_RELEASE_CONN, 0, connId, 0, 0, 0, 0);
+      this.pool.request(shard, 0, target, 0).header(OP_RELEASE_CONN, 0, connId, 0, 0, 0, 0);
     }
     this.flushSoon();
   }
 
-  /** R_TUBES: a = jobs released, b = tube count; payload u32[b] the tubes that gained ready jobs. */
-  private readonly released: ReplyTarget = {
-    onShardReply: (_shard, _kind, _seq, buf, at) => {
-      if (replyKind(buf, at) !== R_TUBES) return;
-      const count = tubesCount(buf, at);
-      for (let i = 0; i < count; i++) this.readied(tubesAt(buf, at, i));
-    },
-  };
-
   private onEvent(shard: number, buf: Buffer, at: number): void {
     const kind = replyKind(buf, at);
-    if (kind >= E_WQ_READY) {
+    if (kind === E_RESERVED || kind === E_WAIT_END || kind === E_DEFERRED) {
+      // E_DEFERRED a = 1: the reply to an OP_EXPIRE kept behind a parked reserve; nobody reads it.
+      if (kind === E_DEFERRED && eventTube(buf, at) === 1) return;
+      this.conns.get(eventConn(buf, at))?.onShardEvent?.(shard, buf, at);
+    } else if (kind === E_WQ_READY || kind === E_WQ_DONE || kind === E_WQ_GONE) {
       this.workq.onEvent(buf, at, shard);
     } else if (kind === E_READY) {
       this.readied(eventTube(buf, at));
@@ -244,7 +265,7 @@ export class Router {
       // ReadyCounts (jobs readied by the shard itself never are).
       const conn = eventConn(buf, at);
       const id = replyId(buf, at);
-      if (this.holders.get(conn)?.jobExpired(id) === true) return;
+      if (this.conns.get(conn)?.jobExpired(id) === true) return;
       this.pool.request(shard, 0, NO_REPLY, 0).header(OP_EXPIRE, 0, conn, 0, eventReserves(buf, at), 0, id);
     }
   }
@@ -252,5 +273,26 @@ export class Router {
   /** Stops the shard threads (close the connections first). */
   async close(): Promise<void> {
     await this.pool.close();
+  }
+}
+
+/** The replies to one closed connection's OP_RELEASE_CONN, one per shard (R_TUBES: the tubes that gained ready jobs). */
+class Released implements ReplyTarget {
+  private readonly router: Router;
+  private readonly connId: number;
+  private left: number;
+
+  constructor(router: Router, connId: number, shards: number) {
+    this.router = router;
+    this.connId = connId;
+    this.left = shards;
+  }
+
+  onShardReply(_shard: number, _kind: number, _seq: number, buf: Buffer, at: number): void {
+    if (replyKind(buf, at) === R_TUBES) {
+      const count = tubesCount(buf, at);
+      for (let i = 0; i < count; i++) this.router.readied(tubesAt(buf, at, i));
+    }
+    if (--this.left === 0) this.router.conns.delete(this.connId);
   }
 }

@@ -3,60 +3,10 @@
 // counts them so a tube disappears exactly when beanstalkd's would (no user, no watcher, no job).
 
 import type { FanAttempt, FanQueue } from './fanin.ts';
+import { Multiset } from '../shared/multiset.ts';
 import { shardOf } from './hash.ts';
 
-/**
- * beanstalkd's multiset (its `Ms`): append at the end, removal moves the last item into the hole, and
- * `take` walks a cursor. list-tubes, list-tubes-watched and the order in which waiting
- * connections get jobs all follow from these rules, so we keep them exactly.
- */
-export class Multiset<T> {
-  readonly items: T[] = [];
-  private last = 0;
-
-  get len(): number {
-    return this.items.length;
-  }
-
-  append(item: T): void {
-    this.items.push(item);
-  }
-
-  private deleteAt(i: number): void {
-    const lastItem = this.items.pop() as T;
-    if (i < this.items.length) this.items[i] = lastItem;
-  }
-
-  remove(item: T): boolean {
-    const i = this.items.indexOf(item);
-    if (i === -1) return false;
-    this.deleteAt(i);
-    return true;
-  }
-
-  contains(item: T): boolean {
-    return this.items.indexOf(item) !== -1;
-  }
-
-  /** beanstalkd's ms_clear: removes item 0 until empty (so the last item moves to the front each time). */
-  clear(onRemove: (item: T) => void): void {
-    while (this.items.length > 0) {
-      const item = this.items[0];
-      this.deleteAt(0);
-      onRemove(item);
-    }
-    this.last = 0;
-  }
-
-  take(): T | undefined {
-    if (this.items.length === 0) return undefined;
-    this.last = this.last % this.items.length;
-    const item = this.items[this.last];
-    this.deleteAt(this.last);
-    this.last++;
-    return item;
-  }
-}
+export { Multiset };
 
 export class Tube implements FanQueue {
   readonly name: string;
@@ -66,19 +16,14 @@ export class Tube implements FanQueue {
   watching = 0;
   /** Live jobs in the tube: +1 when a put is sent, -1 when a delete succeeds. */
   jobs = 0;
-  /** Reserves blocked waiting on this tube (beanstalkd's waiting_conns). */
+  /** Reserves over several shards blocked waiting on this tube (the fan-in's). */
   readonly waiting = new Multiset<FanAttempt<FanQueue>>();
   /** When the tube last signalled it may have ready jobs (the fan-in's epoch). */
   readyEpoch = 0;
   /** The default tube is never freed (beanstalkd holds a reference to it for ever). */
   pinned = false;
-  /** ReadyCounts' lower bound of its reservable ready jobs, valid under countEpoch. */
-  readyCount = 0;
-  countEpoch = 0;
-  /** The end of its last pause (ms), as the main thread sent it. */
-  pausedUntilMs = 0;
-  /** Reserves in flight on it that hold no ReadyCounts count of it. */
-  blindReserves = 0;
+  /** Reserves waiting on it in its shard (workers/waits.ts), as the connections know them. */
+  parked = 0;
 
   constructor(name: string, id: number, shard: number) {
     this.name = name;

@@ -21,7 +21,8 @@ export const HEADER_BYTES = 32;
 // Requests, main -> shard. Every request gets exactly one reply, in order, so the main thread
 // matches replies to requests with a FIFO per shard instead of tags.
 export const OP_PUT = 1; //            conn, a=tube, b=pri, c=delaySec, id; payload: u32 ttr, body
-export const OP_RESERVE = 2; //        conn, a=tube count, b/c=timeout/none (echoed in R_NONE a/b), id=sent at (ms, or 0); payload u32[count] tube ids
+export const OP_RESERVE = 2; //        conn, a=tube count; payload u32[count] tube ids: take the best ready job of these
+//                                     tubes now (the fan-in's take), or R_NONE; never waits
 export const OP_PEEK_BEST = 3; //      a=tube count; payload u32[count]
 // 4 was OP_RESERVE_IF_READY (reserve a peeked job by id), replaced by OP_RESERVE_BOUNDED.
 export const OP_RESERVE_JOB = 5; //    conn, id
@@ -56,6 +57,15 @@ export const OP_LIST_JOBS = 28; //      a=tube, b=state (1 ready, 2 reserved, 3 
 export const OP_CLEAR_TUBE = 29; //    a=tube, b=states (CLEAR_* bits), c=most jobs to delete (<= CLEAR_JOBS_MAX): deletes
 //                                     them as `delete` does, logged; R_IDS a=count, b=1 if jobs remain in those states
 export const OP_PUT_BURIED = 30; //    as OP_PUT, and the new job is buried at once (the API's move of a buried job)
+export const OP_RESERVE_WAIT = 31; //  conn, a=tube count, b=timeout (s), c=RESERVE_FOREVER or 0, id=the soonest TTR end (ms) of
+//                                     the jobs conn holds on other shards (Infinity: none); payload u32[count] tube ids: a
+//                                     connection's reserve over tubes all on this shard (workers/waits.ts). R_JOB, R_NONE
+//                                     (a = END_*), or R_PARKED: it waits here, and its answer comes as E_RESERVED / E_WAIT_END;
+//                                     until then conn's later requests are kept, answered R_DEFERRED, and applied after
+//                                     it in order (their replies come as E_DEFERRED)
+export const OP_TAKE_ID = 51; //      conn: uses up a job id now (a put that failed behind a reserve that might wait). R_OK, id
+export const OP_CANCEL_WAIT = 50; //   conn: conn can no longer wait (its peer shut its sending side): a reserve parked now
+//                                     or later ends at once (E_WAIT_END END_TIMED_OUT). R_OK
 /** Most jobs one OP_LIST_JOBS page holds. */
 export const LIST_JOBS_MAX = 1000;
 /** Body bytes an OP_LIST_JOBS item carries at most (its preview). */
@@ -138,6 +148,9 @@ export const R_BEST = 4; //   b = pri, id@24
 export const R_NUMS = 5; //   a = count; payload f64[count]
 export const R_TUBES = 6; //  a = count released, b = tube count; payload u32[b] tubes that gained ready jobs
 export const R_JOB_LIST = 8; // a = count, b = 1 if more jobs follow this page; payload count x (f64[LIST_FIELDS], preview bytes)
+export const R_PARKED = 10; //   to OP_RESERVE_WAIT: it waits in the shard
+export const R_DEFERRED = 11; // the request waits behind its connection's parked reserve; its reply comes as E_DEFERRED
+export const R_DROPPED = 12; //  (inside E_DEFERRED) a kept request dropped because its connection closed (id echoed)
 export const R_IDS = 9; //      a = count, b = 1 if jobs remain, c = tube; payload f64[count] ids (OP_CLEAR_TUBE: the ids deleted)
 
 // R_NUMS payloads by request, f64 number i (read with payloadF64).
@@ -195,6 +208,16 @@ export const E_TIMED_OUT = 65; // conn, a = tube, b = reserves, id: a reservatio
 export const E_WQ_READY = 66; //  a = workq queue that gained ready jobs by the clock (schedule time, TTR requeue)
 export const E_WQ_DONE = 67; //   id: a workq job got its result by the clock (attempts used up at a TTR end)
 export const E_WQ_GONE = 68; //   id, a = 1 if it was evicted unprocessed: a workq job's TTL ended and it was removed
+export const E_RESERVED = 69; //  conn, then as R_JOB: conn's parked reserve got this job
+export const E_WAIT_END = 70; //  conn, a = END_*: conn's parked reserve ended without a job
+export const E_DEFERRED = 71; //  conn; payload: the reply record to conn's next request answered R_DEFERRED
+/** How a reserve ended without a job (R_NONE / E_WAIT_END a). */
+export const END_TIMED_OUT = 1;
+export const END_DEADLINE_SOON = 2;
+/** OP_RESERVE_WAIT c: a plain `reserve` (no timeout). */
+export const RESERVE_FOREVER = 1;
+/** beanstalkd's SAFETY_MARGIN: a waiting reserve ends DEADLINE_SOON this long before a held job's TTR ends. */
+export const DEADLINE_SOON_MS = 1000;
 
 export function isEvent(kind: number): boolean {
   return kind >= 64;
@@ -242,7 +265,10 @@ export const wqBestScheduleKey = (b: Buffer, at: number): number => b.readDouble
 export const wqBestCreated = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES + 8);
 
 /** R_NONE to a reserve sent as certain: its timeout echoed (-1: none). */
-export const noneReserveTimeout = (b: Buffer, at: number): number => (b.readUInt32LE(at + 16) !== 0 ? -1 : b.readUInt32LE(at + 12));
+/** R_NONE to OP_RESERVE_WAIT, E_WAIT_END: how the reserve ended (END_*). */
+export const reserveEnd = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+/** E_DEFERRED: where the reply record it carries starts. */
+export const deferredAt = (at: number): number => at + HEADER_BYTES;
 
 /** R_TUBES: how many tubes gained ready jobs, and tube `i` of them. */
 export const tubesCount = (b: Buffer, at: number): number => b.readUInt32LE(at + 16);

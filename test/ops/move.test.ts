@@ -266,15 +266,11 @@ describe('JSON API: move jobs to another tube', () => {
       router.flushSoon();
     });
     const keeper = router.newConnId();
-    router.holders.set(keeper, { jobExpired: () => true });
+    router.conns.set(keeper, { jobExpired: () => true });
     const plain = router.newConnId();
-    router.holders.set(plain, { jobExpired: () => undefined });
-    router.readyCounts.anyTaker(shardOf('t', 2)); // as the move does (rule 3)
+    router.conns.set(plain, { jobExpired: () => undefined });
     expect(await ask(OP_RESERVE_JOB, keeper, kept)).toBe(R_JOB);
-    router.readyCounts.anyTakerDone(shardOf('t', 2));
-    router.readyCounts.anyTaker(shardOf('t', 2));
     expect(await ask(OP_RESERVE_JOB, plain, other)).toBe(R_JOB);
-    router.readyCounts.anyTakerDone(shardOf('t', 2));
     await sleep(1600);
     expect((await yaml(c, `stats-job ${kept}`)).state).toBe('reserved');
     expect((await yaml(c, `stats-job ${other}`)).state).toBe('ready');

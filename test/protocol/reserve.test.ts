@@ -89,6 +89,24 @@ describe.each(targets())('$name: reserve', (target) => {
     expect(await c.readReply()).toBe('RESERVED 1 4\r\nlate\r\n');
   });
 
+  it('puts pipelined behind a waiting reserve are read after its answer: their ids, and a failed one\'s, come after the put that ended it', async (ctx) => {
+    // shardstalk sends them on to the shard, which keeps them behind the reserve and numbers
+    // them when it applies them; beanstalkd reads them only once the reserve is answered.
+    const f = await fixture(target, ctx);
+    const [a, b] = await f.conns(2);
+    await a.send('reserve\r\n' + putCmd('y') + 'put 0 0 10 1\r\nzXY' + putCmd('w') + 'reserve-with-timeout 0\r\n');
+    await a.expectNothing(100);
+    await b.send(putCmd('x'));
+    await b.expect('INSERTED 1\r\n');
+    await a.expect('RESERVED 1 1\r\nx\r\n');
+    await a.expect('INSERTED 2\r\n');
+    await a.expect('EXPECTED_CRLF\r\n'); // uses up id 3
+    await a.expect('INSERTED 4\r\n');
+    await a.expect('RESERVED 2 1\r\ny\r\n');
+    await b.send(putCmd('v'));
+    await b.expect('INSERTED 5\r\n');
+  });
+
   it('takes the globally most urgent job across many watched tubes', async (ctx) => {
     const f = await fixture(target, ctx);
     const p = await f.conn();

@@ -37,6 +37,5 @@ describe('plain reserves racing over tubes on different shards', () => {
     closers.push(() => server.close());
     const r = await runReserveRace({ port: server.port, tubes: tubesOnTwoShards(shards), durationMs: SECONDS * 1000, seed: SEED + shards });
     check(r);
-    expect(server.beanstalk.certainMisses, 'reserves sent as certain that found nothing').toBe(0);
   }, 60_000 + SECONDS * 1000);
 });

@@ -10,14 +10,14 @@
 //  - an attempt that may not wait ends empty only if no job was ready in its queues throughout;
 //  - no job is taken twice (the fake shard removes what it hands out).
 // At quiescence (every request applied and answered; now and then, and at the end): no attempt waits on a queue holding a job
-// (no lost wake-up), and every blind taker has been answered.
+// (no lost wake-up).
 // Sequentially (one operation at a time, to quiescence), 1 and 4 shards give the same answers.
 //
 // Reproduce a failure with SEED=<seed> npx vitest run test/unit/fanin-model.test.ts
 
 import { describe, expect, it } from 'vitest';
 import {
-  FanAttempt, type FanClient, type FanCounts, type FanEnd, FanIn, type FanQueue, type FanShards, groupByShard, WaitFifo,
+  FanAttempt, type FanClient, type FanEnd, FanIn, type FanQueue, type FanShards, groupByShard, WaitFifo,
 } from '../../src/route/fanin.ts';
 import { mulberry32 } from '../support/prng.ts';
 
@@ -88,7 +88,6 @@ function run(seed: number, o: Options): { answers: (Job | FanEnd)[][]; lostRaces
   const held: Job[][] = Array.from({ length: o.queues }, () => []); // jobs per queue at the shard
   const requests: Req[][] = Array.from({ length: o.shards }, () => []);
   const replies: Rep[][] = Array.from({ length: o.shards }, () => []);
-  const blind = new Map<Q, number>();
   let lostRaces = 0;
   let taken = 0;
   const takenIds = new Set<number>();
@@ -106,18 +105,7 @@ function run(seed: number, o: Options): { answers: (Job | FanEnd)[][]; lostRaces
     },
     reply: () => {}, // replies are delivered straight to peeked / took below
   };
-  const counts: FanCounts<Q> = {
-    taker: (q) => {
-      blind.set(q, (blind.get(q) ?? 0) + 1);
-      return true;
-    },
-    untake: (q) => {
-      const n = (blind.get(q) ?? 0) - 1;
-      if (n < 0) throw new Error('untake without taker');
-      blind.set(q, n);
-    },
-  };
-  const fan = new FanIn<Q>(shardsApi, counts, () => {});
+  const fan = new FanIn<Q>(shardsApi, () => {});
 
   const clients = Array.from({ length: o.clients }, () => new Client());
   const attempts = clients.map((c) => c.attempt);
@@ -197,7 +185,6 @@ function run(seed: number, o: Options): { answers: (Job | FanEnd)[][]; lostRaces
       const a = c.attempt;
       if (a.waiting) for (const q of a.queues) if (held[q.index].length > 0) throw new Error(`lost wake-up: waits on queue ${q.index} holding ${held[q.index].length}`);
     }
-    for (const [q, n] of blind) if (n !== 0) throw new Error(`queue ${q.index} still has ${n} blind takers`);
   };
 
   const step = (): void => {

@@ -1,9 +1,8 @@
 // beanstalk's reserve through the fan-in (src/route/reserve.ts) against a fake shard pool: which
-// requests it sends, the bound of a multi-shard reserve, and ReadyCounts' takers (#11).
+// requests it sends and the bound of a multi-shard reserve.
 
 import { describe, expect, it } from 'vitest';
 import { FanAttempt, type FanEnd, groupByShard } from '../../src/route/fanin.ts';
-import { ReadyCounts } from '../../src/route/readycount.ts';
 import { K_RESERVE_PEEK, K_RESERVE_TAKE, K_RESERVE_TAKE_BOUNDED, Reserves, type ReserveClient } from '../../src/route/reserve.ts';
 import { type Tube, TubeRegistry } from '../../src/route/tubes.ts';
 import { HEADER_BYTES, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, R_NONE, RecordWriter } from '../../src/shared/records.ts';
@@ -42,8 +41,7 @@ function setup(shards: number, perShard: number[]) {
     },
   } as unknown as ShardPool;
   const registry = new TubeRegistry(shards);
-  const counts = new ReadyCounts(shards);
-  const reserves = new Reserves(pool, counts, () => {}, () => {});
+  const reserves = new Reserves(pool, () => {}, () => {});
   // Tubes with the wanted number on each shard, in shard order.
   const tubes: Tube[] = [];
   for (let shard = 0; shard < shards; shard++) {
@@ -65,7 +63,7 @@ function setup(shards: number, perShard: number[]) {
     if (rk === R_JOB) w.f64(0);
     reserves.reply(shard, kind, a, w.buf, 0);
   };
-  return { reserves, a, client, tubes, sent, reply, counts };
+  return { reserves, a, client, tubes, sent, reply };
 }
 
 const op = (w: RecordWriter) => w.buf[4];
@@ -125,36 +123,5 @@ describe('reserve across shards', () => {
     const before = sent.length;
     reply(1, K_RESERVE_TAKE_BOUNDED, R_NONE);
     expect(sent.slice(before).map((x) => [x.shard, op(x.w)])).toEqual([[0, OP_PEEK_BEST], [1, OP_PEEK_BEST]]);
-  });
-
-  it('a retry after a lost bounded reserve is a taker of its own: a put counted meanwhile is taken from the count (#11)', () => {
-    // Tubes a (shard 0) and b (shard 1), both counts 0. The reserve's first bounded reserve, on
-    // b, loses; meanwhile a put to a counts 1; the retry reserves on a and takes that very job.
-    const { reserves, a: attempt, tubes: [ta, tb], sent, reply, counts } = setup(2, [1, 1]);
-    reserves.fan.begin(attempt, 0);
-    reply(0, K_RESERVE_PEEK, R_BEST, 9, 1);
-    reply(1, K_RESERVE_PEEK, R_BEST, 5, 8);
-    expect(tb.blindReserves).toBe(1); // the bounded reserve on shard 1 is a blind taker of b
-    expect(ta.blindReserves).toBe(0); // and of nothing on shard 0
-    counts.add(ta, 1); // a put to a is sent
-    reply(1, K_RESERVE_TAKE_BOUNDED, R_NONE); // lost: start over
-    expect(tb.blindReserves).toBe(0);
-    reply(0, K_RESERVE_PEEK, R_BEST, 0, 9);
-    reply(1, K_RESERVE_PEEK, R_NONE);
-    const last = sent[sent.length - 1];
-    expect([last.shard, op(last.w)]).toEqual([0, OP_RESERVE]);
-    // The reserve on shard 0 may take the put's job: the count must not still say 1.
-    expect(counts.of(ta)).toBe(0);
-    expect(ta.blindReserves).toBe(0);
-  });
-
-  it('a blind taker stays blind until its answer, so a late addition meanwhile is discounted', () => {
-    const { reserves, a, tubes: [t], reply, counts } = setup(1, [1]);
-    reserves.fan.begin(a, 0); // one shard: a reserve at once, blind on t (count 0)
-    expect(t.blindReserves).toBe(1);
-    counts.addLate(t, 1); // a release answered meanwhile: the reserve may have taken it
-    expect(counts.of(t)).toBe(0);
-    reply(0, K_RESERVE_TAKE, R_NONE);
-    expect(t.blindReserves).toBe(0);
   });
 });

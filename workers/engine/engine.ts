@@ -358,6 +358,15 @@ export class Engine {
     return this.connHead.size;
   }
 
+  /** The soonest TTR end (ms) of the jobs `conn` holds here whose TTR has not run out (Infinity: none). */
+  heldDeadline(conn: number): number {
+    let soonest = Infinity;
+    for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.next[s]) {
+      if (this.timerPos[s] !== NIL && this.deadline[s] < soonest) soonest = this.deadline[s];
+    }
+    return soonest;
+  }
+
   /** Connection closed: every job it reserved goes back to READY, no counters change.
    *  Returns how many; `lastTubes` then lists the distinct tubes that gained ready jobs. */
   releaseConn(conn: number, _nowMs: number): number {

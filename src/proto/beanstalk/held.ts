@@ -41,10 +41,13 @@ export class HeldJobs {
     if (i !== -1) this.deadlines[i] = deadlineMs;
   }
 
-  /** The soonest TTR end of the jobs held (ms), Infinity if none. */
-  soonestDeadline(): number {
+  /** The soonest TTR end (ms) of the jobs held (those `which` accepts, if given), Infinity if none. */
+  soonestDeadline(which?: (id: number) => boolean): number {
     let soonest = Infinity;
-    for (const d of this.deadlines) if (d < soonest) soonest = d;
+    for (let i = 0; i < this.ids.length; i++) {
+      const d = this.deadlines[i];
+      if (d < soonest && (which === undefined || which(this.ids[i]))) soonest = d;
+    }
     return soonest;
   }
 }

@@ -1,6 +1,5 @@
 // The beanstalk protocol's server-wide state: its connections and the counters `stats` reports
-// that are not the shards' (commands, producers, workers, connections), drain mode, and the
-// reserves sent as certain that found nothing (a bug if ever above 0).
+// that are not the shards' (commands, producers, workers, connections), and drain mode.
 
 import { randomBytes } from 'node:crypto';
 import type { FanAttempt } from '../../route/fanin.ts';
@@ -29,10 +28,6 @@ export class BeanstalkServer {
   totalConnections = 0;
   /** SIGUSR1: puts answer DRAINING. */
   draining = false;
-  /** Reserves sent as certain that found nothing (a bug in ReadyCounts if ever above 0). */
-  certainMisses = 0;
-  /** What to do when a certain reserve found nothing (the server logs it). */
-  onCertainMiss: (connId: number) => void = () => {};
   readonly startedMs = Date.now();
   readonly instanceId = randomBytes(8).toString('hex');
 
@@ -44,20 +39,22 @@ export class BeanstalkServer {
   opened(s: BeanstalkConn): void {
     this.totalConnections++;
     this.sessions.set(s.connId, s);
-    this.router.holders.set(s.connId, s);
+    this.router.conns.set(s.connId, s);
   }
 
   /** The connection has gone: give back what it held, as beanstalkd's connclose does. */
   closed(s: BeanstalkConn): void {
     const router = this.router;
     this.sessions.delete(s.connId);
-    router.holders.delete(s.connId);
     if (s.reserveAttempt !== null) router.reserves.fan.cancel(s.reserveAttempt);
     if (s.isProducer) this.producers--;
     if (s.isWorker) {
       this.workers--;
-      // Give back every job it holds; the request queues behind any reserve still in flight.
+      // Give back every job it holds and end a reserve it left waiting in a shard; the request
+      // queues behind everything it sent. It stays in router.conns until every shard answered.
       router.releaseHeld(s.connId);
+    } else {
+      router.conns.delete(s.connId);
     }
     // beanstalkd's connclose order: the watch set (ms_clear), then the used tube. Tubes freed
     // on the way leave list-tubes in that order.

@@ -3,10 +3,17 @@
 //
 // A command either answers at once (use, watch, list-tube-used...) or sends one request to the
 // shard that owns its tube or job and answers when the reply comes back. Replies go into numbered
-// slots so they leave in command order even when shards answer out of order. A reserve, and the
-// few commands that read state other commands change (stats, list-tubes...), hold the parser
-// until the connection's earlier requests are answered — as beanstalkd's one-command-at-a-time
-// processing would.
+// slots so they leave in command order even when shards answer out of order. The few commands
+// that read state other commands change (stats, list-tubes...) hold the parser until the
+// connection's earlier requests are answered — as beanstalkd's one-command-at-a-time processing
+// would.
+//
+// A reserve over tubes that all live on one shard goes to that shard and, if it must wait, waits
+// there (workers/waits.ts). The shard keeps whatever the connection sends it after the reserve
+// until the reserve is answered, so commands for that shard go on at once ("the gate" below: a
+// pipelined put / reserve / delete cycle on one tube never stops the parser); a command that
+// touches anything else waits for the reserve's answer. A reserve over several shards' tubes goes
+// through the fan-in (src/route/fanin.ts) and holds the parser until it is answered.
 //
 // Nothing here knows about sockets: the transport is an interface, so a session can run on any
 // thread that owns the socket.
@@ -19,12 +26,13 @@ import { Multiset } from '../../route/tubes.ts';
 import { FanAttempt, type FanEnd, groupByShard, type ShardGroups } from '../../route/fanin.ts';
 import type { ReserveClient } from '../../route/reserve.ts';
 import {
-  OP_BURY, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED,
-  OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE, OP_RESERVE_JOB, OP_STATS_JOB, OP_STATS_TUBE,
-  OP_TOTALS, OP_TOUCH, R_JOB, R_NONE, R_NUMS, R_OK, jobBodyAt, jobDeadline, jobMore, jobTube, noneReserveTimeout,
-  okResult, okTube, payloadF64, recordEnd, replyId, replyKind, replyUnlogged, TOTALS_FIELDS,
+  DEADLINE_SOON_MS, deferredAt, E_DEFERRED, E_RESERVED, E_WAIT_END, END_DEADLINE_SOON, eventConn, eventTube,
+  OP_BURY, OP_CANCEL_WAIT, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED, OP_PEEK_DELAYED,
+  OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE_JOB, OP_RESERVE_WAIT, OP_STATS_JOB, OP_STATS_TUBE, OP_TAKE_ID, OP_TOTALS,
+  OP_TOUCH, R_DEFERRED, R_DROPPED, R_JOB, R_NUMS, R_OK, R_PARKED, jobBodyAt, jobDeadline, jobMore, jobTube, okResult,
+  okTube, payloadF64, recordEnd, replyId, replyKind, replyUnlogged, RESERVE_FOREVER, reserveEnd, TOTALS_FIELDS,
 } from '../../shared/records.ts';
-import type { ReplyTarget } from '../../route/shards.ts';
+import { NO_REPLY, type ReplyTarget } from '../../route/shards.ts';
 
 /** Job states as the engine numbers them (workers/engine/engine.ts). */
 const READY = 1;
@@ -35,7 +43,7 @@ import {
   CMD_STATS, CMD_STATS_JOB, CMD_STATS_TUBE, CMD_TOUCH, CMD_USE, CMD_WATCH,
 } from './commands.ts';
 import {
-  K_BURY, K_DELETE, K_DELETE_UNHELD, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_RELEASE, K_RESERVE_JOB, K_RESERVE_CERTAIN,
+  K_BURY, K_DELETE, K_KICK, K_KICK_JOB, K_PAUSE, K_PEEK, K_PUT, K_PUT_NUMBERED, K_RELEASE, K_RESERVE_JOB, K_RESERVE_WAIT, K_TAKE_ID,
   K_STATS_JOB, K_STATS_TUBE, K_TOTALS, K_TOUCH,
 } from './kinds.ts';
 import { HeldJobs } from './held.ts';
@@ -49,8 +57,7 @@ import { addShardTotals, formatJobStats, formatServerStats, formatTubeStats, JOB
 
 export { INPUT_BUFFERED_MAX, OUTPUT_BUFFERED_MAX, PENDING_REPLIES_MAX, type Transport } from '../connection.ts';
 
-/** beanstalkd's SAFETY_MARGIN: DEADLINE_SOON this long before a reserved job's TTR runs out. */
-export const DEADLINE_SOON_MS = 1000;
+export { DEADLINE_SOON_MS };
 /** Requests of one connection in flight to shards before it stops parsing (bounds the rings' backlog). */
 export const INFLIGHT_MAX = 1024;
 
@@ -62,6 +69,7 @@ const B_BARRIER = 2; //  a command waits for earlier requests to be answered
 const B_INFLIGHT = 64; // too many requests in flight to shards
 const B_ANSWER = 32; //  stats/stats-tube: main-thread counters are read when the shards answer,
 //                       so no later command may change them first
+const B_GATE = 256; //   a command waits for the answers of reserves waiting in a shard (see passesGate)
 
 const BARRIER_CMDS = new Set([CMD_STATS, CMD_STATS_TUBE, CMD_LIST_TUBES, CMD_PAUSE_TUBE, CMD_QUIT]);
 /** These create or free tubes on the main thread; a delete still in flight may free a tube first. */
@@ -83,15 +91,29 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   inflightDeletes = 0;
   private deferredCmd = 0;
 
-  // The put being read.
+  // The put being read: its id, 0 if its shard numbers it (read behind a reserve that may wait
+  // there: beanstalkd would read it, and number it, only after that reserve's answer).
   private putId = 0;
+  private putNumberedLater = false;
+  /** The replies of puts that failed behind such a reserve, by reply slot, until their id is used up (K_TAKE_ID). */
+  private failedPuts: Map<number, Buffer> | null = null;
 
-  // The reserve being answered: its reply slot, and its attempt in the fan-in (made on the
-  // first reserve that may wait; the fan-in keeps the attempt's state).
+  // The reserve over several shards being answered: its reply slot, and its attempt in the
+  // fan-in (made on the first such reserve; the fan-in keeps the attempt's state).
   reserveSeq = 0;
   reserveAttempt: FanAttempt<Tube> | null = null;
-  /** Reserves sent as certain that found nothing, waiting their turn: seq, timeout (-1: none). */
-  private readonly missedReserves: number[] = [];
+
+  // Reserves sent to the one shard of the watched tubes (OP_RESERVE_WAIT) and not yet answered,
+  // and that shard: while there are some, only commands for that shard go on (the gate).
+  private shardReserves = 0;
+  private reserveShard = -1;
+  /** The reply slot of the reserve waiting in the shard (R_PARKED), -1 if none. */
+  private parkedSeq = -1;
+  /** A command that waits at the gate until the shard's reserves are answered. */
+  private gatedCmd = 0;
+  /** kind, seq of each request the shard keeps behind the waiting reserve (R_DEFERRED), oldest first. */
+  private kept: number[] = [];
+  private keptHead = 0;
   /** Watched tubes grouped by shard, rebuilt after watch/ignore (a reserve keeps the one it got). */
   private watchGroups: ShardGroups<Tube> | null = null;
 
@@ -146,7 +168,21 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   }
 
   reply(msg: Buffer): boolean {
+    if (this.putNumberedLater) {
+      // EXPECTED_CRLF: the put failed, but it still uses up its id.
+      this.putNumberedLater = false;
+      this.failedPut(this.nextSeq(), msg);
+      return this.blocked === 0;
+    }
     return this.answer(msg);
+  }
+
+  /** A put numbered by its shard failed (EXPECTED_CRLF, DRAINING): it uses up an id there, then is answered. */
+  private failedPut(seq: number, msg: Buffer): void {
+    (this.failedPuts ??= new Map()).set(seq, msg);
+    this.router.pool.request(this.reserveShard >= 0 ? this.reserveShard : this.use.shard, K_TAKE_ID, this, seq)
+      .header(OP_TAKE_ID, 0, this.connId, 0, 0, 0, 0);
+    this.sent();
   }
 
   putStart(): void {
@@ -155,14 +191,18 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       this.isProducer = true;
       this.server.producers++;
     }
-    this.putId = this.router.nextJobId++;
+    this.putNumberedLater = this.shardReserves > 0;
+    this.putId = this.putNumberedLater ? 0 : this.router.ids.next();
   }
 
   putBody(buf: Uint8Array, start: number, end: number): boolean {
     const router = this.router;
     const seq = this.nextSeq();
+    const numbered = !this.putNumberedLater;
+    this.putNumberedLater = false;
     if (this.server.draining) {
-      this.complete(seq, REPLY_DRAINING);
+      if (numbered) this.complete(seq, REPLY_DRAINING);
+      else this.failedPut(seq, REPLY_DRAINING);
       return this.blocked === 0;
     }
     const p = this.parser;
@@ -170,23 +210,26 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     const id = this.putId;
     tube.jobs++;
     this.server.totalJobs++;
-    router.jobMap.set(id, tube.shard);
+    if (numbered) router.jobMap.set(id, tube.shard);
     // In memory (no -b), a put cannot fail once it is on its way to the shard, and everything
     // this or any client does next with the job goes through the same ring after it: answer now.
-    // With -b the answer waits for the log.
-    const early = router.earlyAck;
-    const w = router.pool.request(tube.shard, K_PUT, this, early ? -1 : seq);
+    // With -b the answer waits for the log; a put its shard numbers waits for its number.
+    const early = router.earlyAck && numbered;
+    const w = router.pool.request(tube.shard, numbered ? K_PUT : K_PUT_NUMBERED, this, early ? -1 : seq);
     w.header(OP_PUT, 4 + (end - start), this.connId, tube.id, p.pri, p.delaySec, id);
     w.u32(p.ttrSec);
     w.bytes(buf, start, end);
     this.sent();
-    // Ready in its shard before any reserve sent from now on reaches it.
-    if (p.delaySec === 0) router.readyCounts.add(tube, 1);
     if (early) this.completeInserted(seq, id);
     return this.blocked === 0;
   }
 
   command(cmd: number): boolean {
+    if (this.shardReserves > 0 && !this.passesGate(cmd)) {
+      this.gatedCmd = cmd;
+      this.block(B_GATE);
+      return false;
+    }
     if (this.inflight > 0 && (BARRIER_CMDS.has(cmd) || (this.inflightDeletes > 0 && TUBE_CMDS.has(cmd)))) {
       this.deferredCmd = cmd;
       this.block(B_BARRIER);
@@ -207,8 +250,9 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
           this.server.workers++;
         }
         const timeoutSec = cmd === CMD_RESERVE ? -1 : p.timeoutSec;
-        if (this.reserveCertain(timeoutSec)) return;
-        this.startReserve(this.nextSeq(), timeoutSec);
+        const groups = (this.watchGroups ??= groupByShard(this.watch.items));
+        if (groups.shards.length === 1) this.reserveInShard(groups.shards[0], timeoutSec);
+        else this.startReserve(this.nextSeq(), timeoutSec);
         return;
       }
       case CMD_RESERVE_JOB:
@@ -324,10 +368,8 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
           this.answer(REPLY_NOT_FOUND);
           return;
         }
-        const now = Date.now();
         const w = router.pool.request(t.shard, K_PAUSE, this, this.nextSeq());
-        w.header(OP_PAUSE_TUBE, 0, this.connId, t.id, p.delaySec, 0, now);
-        t.pausedUntilMs = now + p.delaySec * 1000;
+        w.header(OP_PAUSE_TUBE, 0, this.connId, t.id, p.delaySec, 0, Date.now());
         this.sent();
         return;
       }
@@ -370,51 +412,122 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   }
 
   /**
-   * A reserve on one tube that certainly has a ready job (ReadyCounts) and nobody waiting for it:
-   * sent without holding the parser, so the commands after it follow it to the shards at once.
-   * Nothing else can tell it apart: it reaches its shard after everything sent before it and
-   * before everything sent after, and it cannot have to wait or answer DEADLINE_SOON. The record
-   * carries the instant it was sent (the shard judges pauses by it) and its timeout (echoed if it
-   * finds nothing after all, see certainMissed).
+   * Whether a command read while reserves wait for answers from shard `reserveShard` may go on
+   * now: it goes to that shard, which applies it after them (reserves on the same watch list, and
+   * commands on the used tube or a job that live there). Anything else waits for their answers.
    */
-  private reserveCertain(timeoutSec: number): boolean {
-    if (this.watch.len !== 1) return false;
-    const t = this.watch.items[0];
-    const counts = this.router.readyCounts;
-    const now = Date.now();
-    if (t.waiting.len > 0 || !counts.certain(t, now)) return false;
-    counts.take(t);
-    const w = this.router.pool.request(t.shard, K_RESERVE_CERTAIN, this, this.nextSeq());
-    w.header(OP_RESERVE, 4, this.connId, 1, timeoutSec < 0 ? 0 : timeoutSec, timeoutSec < 0 ? 1 : 0, now);
-    w.u32(t.id);
-    this.sent();
-    return true;
+  private passesGate(cmd: number): boolean {
+    switch (cmd) {
+      case CMD_RESERVE:
+      case CMD_RESERVE_TIMEOUT:
+        return true; // the watch list cannot change meanwhile: still that one shard
+      case CMD_PEEK_READY:
+      case CMD_PEEK_DELAYED:
+      case CMD_PEEK_BURIED:
+      case CMD_KICK:
+        return this.use.shard === this.reserveShard;
+      case CMD_DELETE:
+      case CMD_RELEASE:
+      case CMD_BURY:
+      case CMD_TOUCH:
+      case CMD_KICK_JOB:
+      case CMD_PEEK:
+      case CMD_STATS_JOB:
+      case CMD_RESERVE_JOB:
+        return this.router.jobMap.get(this.parser.id) === this.reserveShard;
+      default:
+        return false;
+    }
   }
 
-  /** A reserve that may have to wait: it holds the parser until it is answered. */
+  /**
+   * A reserve over watched tubes that all live on `shard`: one request, answered with a job, an
+   * end (DEADLINE_SOON, TIMED_OUT), or "waiting here" (then by an event). The shard judges
+   * DEADLINE_SOON by the jobs this connection holds there; the request carries the soonest TTR
+   * end of those it holds on other shards. Commands for that shard go on behind it; if puts would
+   * go elsewhere (the used tube lives on another shard), the parser stops until it is answered.
+   */
+  private reserveInShard(shard: number, timeoutSec: number): void {
+    const tubes = this.watch.items;
+    const w = this.router.pool.request(shard, K_RESERVE_WAIT, this, this.nextSeq());
+    // A connection whose peer shut its sending side cannot wait (beanstalkd: TIMED_OUT at once).
+    const timeout = this.halfClosed ? 0 : timeoutSec;
+    const elsewhere = this.held.count === 0 ? Infinity : this.held.soonestDeadline((id) => this.router.jobMap.get(id) !== shard);
+    w.header(OP_RESERVE_WAIT, tubes.length * 4, this.connId, tubes.length, timeout < 0 ? 0 : timeout,
+      timeout < 0 ? RESERVE_FOREVER : 0, elsewhere);
+    for (const t of tubes) w.u32(t.id);
+    this.sent();
+    this.shardReserves++;
+    this.reserveShard = shard;
+    if (this.use.shard !== shard) this.block(B_GATE);
+  }
+
+  /** A reserve in a shard has its answer: when none is left, the command at the gate goes on. */
+  private shardReserveDone(): void {
+    if (--this.shardReserves > 0) return;
+    this.reserveShard = -1;
+    const cmd = this.gatedCmd;
+    this.gatedCmd = 0;
+    if (cmd !== 0 && !this.closed) this.command(cmd);
+    this.unblock(B_GATE);
+  }
+
+  /** The reserve waits in its shard (stats: current-waiting, the tubes' current-waiting). */
+  private parked(seq: number): void {
+    this.parkedSeq = seq;
+    this.router.parkedCount++;
+    for (const t of this.watch.items) t.parked++;
+  }
+
+  /** It waits no more (answered, or the connection closed: then the shard ends it unanswered). */
+  private unparked(): number {
+    const seq = this.parkedSeq;
+    if (seq < 0) return seq;
+    this.parkedSeq = -1;
+    this.router.parkedCount--;
+    for (const t of this.watch.items) t.parked--;
+    return seq;
+  }
+
+  /** What a shard says about the reserve waiting there, or a request it kept behind it (JobHolder). */
+  onShardEvent(shard: number, buf: Buffer, at: number): void {
+    switch (replyKind(buf, at)) {
+      case E_RESERVED: {
+        const seq = this.unparked();
+        if (seq >= 0) this.reserved(seq, buf, at);
+        if (jobMore(buf, at)) this.router.readied(jobTube(buf, at));
+        this.shardReserveDone();
+        this.replied();
+        return;
+      }
+      case E_WAIT_END: {
+        const seq = this.unparked();
+        if (seq >= 0) this.complete(seq, reserveEnd(buf, at) === END_DEADLINE_SOON ? REPLY_DEADLINE_SOON : REPLY_TIMED_OUT);
+        this.shardReserveDone();
+        this.replied();
+        return;
+      }
+      case E_DEFERRED: {
+        const kind = this.kept[this.keptHead];
+        const seq = this.kept[this.keptHead + 1];
+        this.keptHead += 2;
+        if (this.keptHead === this.kept.length) {
+          this.kept.length = 0;
+          this.keptHead = 0;
+        }
+        this.onShardReply(shard, kind, seq, buf, deferredAt(at));
+        return;
+      }
+    }
+  }
+
+  /** A reserve over tubes of several shards (the fan-in): it holds the parser until it is answered. */
   private startReserve(seq: number, timeoutSec: number): void {
     this.reserveSeq = seq;
     this.block(B_RESERVE);
     const a = (this.reserveAttempt ??= new FanAttempt<Tube>(this));
     a.over((this.watchGroups ??= groupByShard(this.watch.items)));
     this.router.reserves.fan.begin(a, timeoutSec < 0 ? -1 : timeoutSec * 1000);
-  }
-
-  /**
-   * A reserve sent as certain found nothing (ReadyCounts is a lower bound, so this is a bug; the
-   * server counts and logs it). It is not answered TIMED_OUT: it becomes an ordinary reserve, which
-   * waits or times out as its own timeout says, once any reserve already running is answered.
-   */
-  certainMissed(seq: number, timeoutSec: number): void {
-    this.missedReserves.push(seq, timeoutSec);
-    this.nextMissedReserve();
-  }
-
-  private nextMissedReserve(): void {
-    if (this.missedReserves.length === 0 || (this.blocked & B_RESERVE) !== 0 || this.closed) return;
-    const seq = this.missedReserves.shift() as number;
-    const timeoutSec = this.missedReserves.shift() as number;
-    this.startReserve(seq, timeoutSec);
   }
 
   /** A command about one job: route it to the job's shard, or NOT_FOUND if no shard has it. */
@@ -424,10 +537,6 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       this.answer(REPLY_NOT_FOUND);
       return false;
     }
-    // A delete or reserve-job may take a ready job from some tube of that shard (until its
-    // answer is read).
-    if (op === OP_DELETE && !this.held.has(id)) kind = K_DELETE_UNHELD;
-    if (kind === K_DELETE_UNHELD || kind === K_RESERVE_JOB) this.router.readyCounts.anyTaker(shard);
     const w = this.router.pool.request(shard, kind, this, this.nextSeq());
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();
@@ -437,8 +546,17 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   // ---- shard replies ----
 
   /** The reply to a request this connection sent (ReplyTarget). */
-  onShardReply(shard: number, kind: number, seq: number, buf: Buffer, at: number): void {
-    if (kind === K_DELETE_UNHELD || kind === K_RESERVE_JOB) this.router.readyCounts.anyTakerDone(shard);
+  onShardReply(_shard: number, kind: number, seq: number, buf: Buffer, at: number): void {
+    const rk = replyKind(buf, at);
+    // Kept behind the reserve waiting in that shard: the answer comes later (E_DEFERRED).
+    if (rk === R_DEFERRED) {
+      this.kept.push(kind, seq);
+      return;
+    }
+    if (rk === R_PARKED) {
+      this.parked(seq);
+      return;
+    }
     this.applyReply(kind, seq, buf, at);
     // Last: a command deferred behind this reply must see its effects (a delete freeing a tube).
     this.replied();
@@ -452,22 +570,33 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     const rk = replyKind(buf, at);
     const ok = rk === R_OK;
     const id = replyId(buf, at);
+    if (rk === R_DROPPED) {
+      this.dropped(kind, buf, at);
+      return;
+    }
     switch (kind) {
       case K_PUT:
+      case K_PUT_NUMBERED: {
+        const t = router.tubes.get(okTube(buf, at));
+        if (kind === K_PUT_NUMBERED && t !== undefined) router.jobMap.set(id, t.shard);
         this.onPut(seq, id);
         if (okResult(buf, at) === READY) router.readied(okTube(buf, at));
         return;
-      case K_RESERVE_CERTAIN:
+      }
+      case K_TAKE_ID: {
+        const msg = this.failedPuts?.get(seq) as Buffer;
+        this.failedPuts?.delete(seq);
+        this.complete(seq, msg);
+        return;
+      }
+      case K_RESERVE_WAIT:
         if (rk === R_JOB) {
           this.reserved(seq, buf, at);
           if (jobMore(buf, at)) router.readied(jobTube(buf, at));
         } else {
-          // Cannot happen while ReadyCounts stays a lower bound (see its proof). Should it all
-          // the same, the reserve goes on as an ordinary one; the shard echoes its timeout.
-          this.server.certainMisses++;
-          this.server.onCertainMiss(this.connId);
-          this.certainMissed(seq, noneReserveTimeout(buf, at));
+          this.complete(seq, reserveEnd(buf, at) === END_DEADLINE_SOON ? REPLY_DEADLINE_SOON : REPLY_TIMED_OUT);
         }
+        this.shardReserveDone();
         return;
       case K_RESERVE_JOB:
         if (rk === R_JOB) {
@@ -481,7 +610,6 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         }
         return;
       case K_DELETE:
-      case K_DELETE_UNHELD:
         this.inflightDeletes--;
         if (ok) {
           this.held.remove(id);
@@ -492,7 +620,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       case K_RELEASE:
         if (ok) this.held.remove(id);
         this.onSimple(seq, kind, ok, 0);
-        if (ok && okResult(buf, at) === READY) router.readied(okTube(buf, at), 1);
+        if (ok && okResult(buf, at) === READY) router.readied(okTube(buf, at));
         return;
       case K_BURY:
         if (ok) this.held.remove(id);
@@ -505,12 +633,12 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       case K_KICK: {
         const n = okResult(buf, at);
         this.onSimple(seq, kind, true, n);
-        if (n > 0) router.readied(okTube(buf, at), n);
+        if (n > 0) router.readied(okTube(buf, at));
         return;
       }
       case K_KICK_JOB:
         this.onSimple(seq, kind, ok, 0);
-        if (ok) router.readied(okTube(buf, at), 1);
+        if (ok) router.readied(okTube(buf, at));
         return;
       case K_PAUSE:
         this.onSimple(seq, kind, true, 0);
@@ -527,6 +655,20 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       case K_TOTALS:
         this.onTotals(buf, at);
         return;
+    }
+  }
+
+  /**
+   * The connection closed while its reserve waited in a shard, and the shard dropped this request
+   * it kept behind it, unapplied (beanstalkd never reads past a waiting reserve): undo what was
+   * counted when it was sent.
+   */
+  private dropped(kind: number, buf: Buffer, at: number): void {
+    if (kind === K_PUT || kind === K_PUT_NUMBERED) {
+      this.server.totalJobs--;
+      this.router.putDropped(replyId(buf, at), eventTube(buf, at));
+    } else if (kind === K_DELETE) {
+      this.inflightDeletes--;
     }
   }
 
@@ -547,7 +689,6 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     }
     switch (kind) {
       case K_DELETE:
-      case K_DELETE_UNHELD:
         this.complete(seq, REPLY_DELETED);
         return;
       case K_RELEASE:
@@ -645,7 +786,6 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   reserveAnswered(word: Buffer | null): void {
     if (word !== null) this.complete(this.reserveSeq, word);
     this.unblock(B_RESERVE);
-    this.nextMissedReserve();
     this.router.flushSoon();
   }
 
@@ -659,11 +799,18 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   halfClose(): void {
     this.halfClosed = true;
     if (this.reserveAttempt !== null) this.router.reserves.fan.endWait(this.reserveAttempt);
+    if (this.shardReserves > 0) {
+      // Ends the reserve waiting there (TIMED_OUT) and any kept behind it that would wait.
+      this.router.pool.request(this.reserveShard, 0, NO_REPLY, 0).header(OP_CANCEL_WAIT, 0, this.connId, 0, 0, 0, 0);
+      this.router.flushSoon();
+    }
     this.maybeFinish();
   }
 
   /** The connection is gone: give back what it held, as beanstalkd's connclose does. */
   protected onClose(): void {
+    // A reserve waiting in a shard ends there unanswered when the shard reads the close.
+    this.unparked();
     this.server.closed(this);
   }
 }

@@ -72,7 +72,7 @@ export function tubeStatsEntries(t: Tube, buf: Buffer, at: number): StatsEntry[]
     num('total-jobs', n(TUBE_TOTAL_JOBS)),
     num('current-using', t.using),
     num('current-watching', t.watching),
-    num('current-waiting', t.waiting.len),
+    num('current-waiting', t.waiting.len + t.parked),
     num('cmd-delete', n(TUBE_CMD_DELETE)),
     num('cmd-pause-tube', n(TUBE_CMD_PAUSE)),
     num('pause', n(TUBE_PAUSE)),

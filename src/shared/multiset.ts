@@ -1,0 +1,57 @@
+// beanstalkd's multiset (its `Ms`), kept exactly because list-tubes, list-tubes-watched and the
+// order in which waiting connections get jobs all follow from its rules. Used by the main thread's
+// tube registry and by each shard's waiting reserves (workers/waits.ts).
+
+/**
+ * beanstalkd's multiset (its `Ms`): append at the end, removal moves the last item into the hole, and
+ * `take` walks a cursor. list-tubes, list-tubes-watched and the order in which waiting
+ * connections get jobs all follow from these rules, so we keep them exactly.
+ */
+export class Multiset<T> {
+  readonly items: T[] = [];
+  private last = 0;
+
+  get len(): number {
+    return this.items.length;
+  }
+
+  append(item: T): void {
+    this.items.push(item);
+  }
+
+  private deleteAt(i: number): void {
+    const lastItem = this.items.pop() as T;
+    if (i < this.items.length) this.items[i] = lastItem;
+  }
+
+  remove(item: T): boolean {
+    const i = this.items.indexOf(item);
+    if (i === -1) return false;
+    this.deleteAt(i);
+    return true;
+  }
+
+  contains(item: T): boolean {
+    return this.items.indexOf(item) !== -1;
+  }
+
+  /** beanstalkd's ms_clear: removes item 0 until empty (so the last item moves to the front each time). */
+  clear(onRemove: (item: T) => void): void {
+    while (this.items.length > 0) {
+      const item = this.items[0];
+      this.deleteAt(0);
+      onRemove(item);
+    }
+    this.last = 0;
+  }
+
+  take(): T | undefined {
+    if (this.items.length === 0) return undefined;
+    this.last = this.last % this.items.length;
+    const item = this.items[this.last];
+    this.deleteAt(this.last);
+    this.last++;
+    return item;
+  }
+}
+

@@ -1,0 +1,231 @@
+// Reserves that wait, parked in the shard that owns every tube they watch, as beanstalkd keeps
+// them (prot.c: enqueue_waiting_conn, process_queue, conn_timeout).
+//
+// A connection whose watched tubes all live on this shard sends its reserve here
+// (OP_RESERVE_WAIT). If no job is ready, the reserve parks: it joins each watched tube's waiting
+// set (beanstalkd's Ms, so the same connection is picked as beanstalkd would pick it). Whenever a
+// request or the clock may have made a job ready in a tube with waiters ("poked"), `serve` hands
+// out jobs exactly as process_queue does: the most urgent ready job of all tubes with waiters, to
+// the next waiter of that job's tube, until none is left. A parked reserve also ends at its
+// timeout or DEADLINE_SOON_MS before the TTR end of a job its connection holds, whichever comes
+// first (DEADLINE_SOON first, as conn_timeout checks it first).
+//
+// While a connection's reserve is parked, the shard keeps the connection's later requests
+// (answered R_DEFERRED) and applies them, in order, the moment the reserve is answered; so a
+// connection may send on commands for this shard without waiting for the reserve's answer, and
+// beanstalkd's one-command-at-a-time order still holds. Nothing here depends on timing: the order
+// is the order requests are read, and every answer is decided when it is written.
+//
+// This file keeps the state; workers/core.ts decides when to call it and writes the records.
+
+import { Multiset } from '../src/shared/multiset.ts';
+
+/** A connection's reserve parked in this shard, and the requests it sent after it. */
+export class Waiter {
+  readonly conn: number;
+  tubes: Int32Array;
+  count = 0;
+  /** When it ends TIMED_OUT (Infinity: a plain reserve). */
+  timeoutAt = Infinity;
+  /** When it ends DEADLINE_SOON (Infinity: it holds no job). */
+  soonAt = Infinity;
+  /** Whether the reserve waits now (false while its kept requests are being applied). */
+  parked = false;
+  /** Requests kept behind the parked reserve, in order (copies of the records). */
+  readonly kept: Buffer[] = [];
+  /** Of which the first `head` have been applied. */
+  head = 0;
+
+  constructor(conn: number) {
+    this.conn = conn;
+    this.tubes = new Int32Array(4);
+  }
+}
+
+export class ShardWaits {
+  /** Parked reserves by connection. */
+  private readonly byConn = new Map<number, Waiter>();
+  /** Each tube's waiting reserves (beanstalkd's waiting_conns). A set stays while its tube lives,
+   *  even empty: its take cursor decides who is served next, as beanstalkd's does. */
+  private readonly byTube = new Map<number, Multiset<Waiter>>();
+  /** Tubes with waiters that may have gained a ready job since the last serve. */
+  private readonly poked: number[] = [];
+  private pokedMark = new Set<number>();
+  /** Connections that can no longer wait (OP_CANCEL_WAIT): their reserves never park. */
+  private readonly noWait = new Set<number>();
+  /** No parked reserve ends before this instant (it may end later: a lower bound). */
+  private nextEndMs = Infinity;
+  /** Scratch for serve(): the tubes with waiters among the poked ones. */
+  private scratch = new Int32Array(16);
+
+  /** Parked reserves now. */
+  get parkedCount(): number {
+    return this.byConn.size;
+  }
+
+  /** The parked reserve of `conn`, if it has one. */
+  of(conn: number): Waiter | undefined {
+    return this.byConn.get(conn);
+  }
+
+  /** Connection `conn` can no longer wait (its peer shut its sending side). */
+  refuseWaits(conn: number): void {
+    this.noWait.add(conn);
+  }
+
+  canWait(conn: number): boolean {
+    return !this.noWait.has(conn);
+  }
+
+  /** Parks `conn`'s reserve on `tubes[0..count)` until one of them gives it a job or an end passes. */
+  park(conn: number, tubes: ArrayLike<number>, count: number, timeoutAt: number, soonAt: number): Waiter {
+    let w = this.byConn.get(conn);
+    if (w === undefined) {
+      w = new Waiter(conn);
+      this.byConn.set(conn, w);
+    }
+    if (w.tubes.length < count) w.tubes = new Int32Array(count);
+    for (let i = 0; i < count; i++) {
+      const t = tubes[i];
+      w.tubes[i] = t;
+      let set = this.byTube.get(t);
+      if (set === undefined) {
+        set = new Multiset<Waiter>();
+        this.byTube.set(t, set);
+      }
+      set.append(w);
+    }
+    w.count = count;
+    w.timeoutAt = timeoutAt;
+    w.soonAt = soonAt;
+    w.parked = true;
+    const end = Math.min(timeoutAt, soonAt);
+    if (end < this.nextEndMs) this.nextEndMs = end;
+    return w;
+  }
+
+  /** The reserve no longer waits: out of every tube's waiting set (beanstalkd's remove_waiting_conn). */
+  unpark(w: Waiter): void {
+    if (!w.parked) return;
+    w.parked = false;
+    for (let i = 0; i < w.count; i++) {
+      const set = this.byTube.get(w.tubes[i]);
+      if (set === undefined) continue;
+      set.remove(w);
+    }
+  }
+
+  /** The waiter has nothing parked and nothing kept: forget it. */
+  forgetIfIdle(w: Waiter): void {
+    if (w.parked || w.head < w.kept.length) return;
+    w.kept.length = 0;
+    w.head = 0;
+    if (this.byConn.get(w.conn) === w) this.byConn.delete(w.conn);
+  }
+
+  /** Connection `conn` has gone: forget it entirely. Returns its waiter (its kept requests are dropped by the caller). */
+  closeConn(conn: number): Waiter | undefined {
+    this.noWait.delete(conn);
+    const w = this.byConn.get(conn);
+    if (w === undefined) return undefined;
+    this.unpark(w);
+    this.byConn.delete(conn);
+    return w;
+  }
+
+  /** Keeps a copy of a request `conn` sent while its reserve is parked. */
+  keep(w: Waiter, buf: Buffer, at: number, len: number): void {
+    w.kept.push(Buffer.from(buf.subarray(at, at + len)));
+  }
+
+  /** The shard dropped tube `tube` (nobody uses or watches it, so nobody waits on it). */
+  dropTube(tube: number): void {
+    this.byTube.delete(tube);
+  }
+
+  /** Tube `tube` may have gained a ready job: serve() looks at it if anyone waits on it. */
+  poke(tube: number): void {
+    if (!this.hasWaiters(tube) || this.pokedMark.has(tube)) return;
+    this.pokedMark.add(tube);
+    this.poked.push(tube);
+  }
+
+  get anyPoked(): boolean {
+    return this.poked.length > 0;
+  }
+
+  /**
+   * The poked tubes that still have waiters, in `scratch` (a view valid until the next call).
+   * Only these can hold a ready job beside a waiter: a reserve parks only when none of its tubes
+   * offers a job, and every event that makes a job ready pokes its tube.
+   */
+  takePoked(): Int32Array {
+    let n = 0;
+    for (const t of this.poked) {
+      this.pokedMark.delete(t);
+      if (!this.hasWaiters(t)) continue;
+      if (n === this.scratch.length) {
+        const next = new Int32Array(n * 2);
+        next.set(this.scratch);
+        this.scratch = next;
+      }
+      this.scratch[n++] = t;
+    }
+    this.poked.length = 0;
+    return this.scratch.subarray(0, n);
+  }
+
+  /** The next waiter of `tube` (beanstalkd's ms_take), or undefined. */
+  nextWaiter(tube: number): Waiter | undefined {
+    return this.byTube.get(tube)?.take();
+  }
+
+  /** Whether anyone waits on `tube`. */
+  hasWaiters(tube: number): boolean {
+    return (this.byTube.get(tube)?.len ?? 0) > 0;
+  }
+
+  /** Waiters on `tube` (stats). */
+  waitingOn(tube: number): number {
+    return this.byTube.get(tube)?.len ?? 0;
+  }
+
+  /** When the soonest parked reserve may end (Infinity: none). */
+  get nextEnd(): number {
+    return this.byConn.size === 0 ? Infinity : this.nextEndMs;
+  }
+
+  /**
+   * The parked reserves whose end has come at `nowMs`, each with how it ends (DEADLINE_SOON
+   * before TIMED_OUT, as conn_timeout decides). Recomputes the next end.
+   */
+  ended(nowMs: number, out: Waiter[]): void {
+    if (nowMs < this.nextEndMs) return;
+    let next = Infinity;
+    for (const w of this.byConn.values()) {
+      if (!w.parked) continue;
+      const end = Math.min(w.timeoutAt, w.soonAt);
+      if (end <= nowMs) out.push(w);
+      else if (end < next) next = end;
+    }
+    this.nextEndMs = next;
+  }
+
+  /** Checks the sets against the waiters (tests). */
+  invariants(): void {
+    const fail = (msg: string): never => {
+      throw new Error(`ShardWaits: ${msg}`);
+    };
+    let memberships = 0;
+    for (const [tube, set] of this.byTube) {
+      for (const w of set.items) {
+        if (!w.parked) fail(`conn ${w.conn} waits on tube ${tube} but is not parked`);
+        if (this.byConn.get(w.conn) !== w) fail(`conn ${w.conn} waits on tube ${tube} but is not known`);
+      }
+      memberships += set.len;
+    }
+    let expected = 0;
+    for (const w of this.byConn.values()) if (w.parked) expected += w.count;
+    if (memberships !== expected) fail(`${memberships} memberships, expected ${expected}`);
+  }
+}
