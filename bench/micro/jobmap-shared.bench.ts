@@ -9,7 +9,7 @@
 
 import { Bench, type Task } from 'tinybench';
 import { JobShardMap } from '../../src/route/jobmap.ts';
-import { JobIds } from '../../src/route/jobids.ts';
+import { JobIds } from '../../src/shared/jobids.ts';
 
 const IDS_PER_ITERATION = 4096;
 const LIVE_IDS = 100_000; // a steady queue: each put adds an id, each delete drops the oldest

@@ -12,7 +12,7 @@ import {
   eventTube, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME, OP_WAL_SYNC, R_OK, R_TUBES, replyId,
   replyKind, tubesAt, tubesCount,
 } from '../shared/records.ts';
-import { JobIds } from './jobids.ts';
+import { JobIds } from '../shared/jobids.ts';
 import { JobShardMap } from './jobmap.ts';
 import { Reserves } from './reserve.ts';
 import { NO_REPLY, type ReplyTarget, ShardPool } from './shards.ts';

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
 import { JobShardMap, PAGE_IDS } from '../../src/route/jobmap.ts';
-import { JobIds } from '../../src/route/jobids.ts';
+import { JobIds } from '../../src/shared/jobids.ts';
 import type { JobMapWorkerData, JobMapWorkerResult } from './jobmap-worker.ts';
 
 const THREADS = 4;

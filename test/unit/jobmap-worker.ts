@@ -16,7 +16,7 @@
 
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { JobShardMap, PAGE_IDS, type JobShardMapShared } from '../../src/route/jobmap.ts';
-import { JobIds, type JobIdsShared } from '../../src/route/jobids.ts';
+import { JobIds, type JobIdsShared } from '../../src/shared/jobids.ts';
 import { mulberry32u32 } from '../support/prng.ts';
 
 /** The shard an id gets first, and the one an overwrite gives it (0..254 each, never equal). */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { JobShardMap, PAGE_IDS, SHARD_MAX } from '../../src/route/jobmap.ts';
-import { JobIds } from '../../src/route/jobids.ts';
+import { JobIds } from '../../src/shared/jobids.ts';
 import { mulberry32u32 as mulberry32 } from '../support/prng.ts';
 
 describe('JobShardMap', () => {
