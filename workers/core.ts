@@ -23,7 +23,7 @@ import { fullRecordBytes, nodeIo, Wal, WalWriteError, type WalIo } from './wal/i
 import { LoggedReplies } from './wal/logged.ts';
 import { observe } from '../src/shared/histogram.ts';
 import { ShardWaits, type Waiter } from './waits.ts';
-import { JobIds, type JobIdsShared } from '../src/route/jobids.ts';
+import { JobIds, type JobIdsShared } from '../src/shared/jobids.ts';
 
 /** What a shard is made with. */
 export interface ShardConfig {
@@ -34,7 +34,7 @@ export interface ShardConfig {
   walFaults?: SharedArrayBuffer;
   /** Where the log's fsync durations go (src/shared/histogram.ts; /metrics reads it). */
   fsyncHistogram?: Float64Array;
-  /** The server's job id counter (src/route/jobids.ts): puts kept behind a waiting reserve are numbered when applied. */
+  /** The server's job id counter (src/shared/jobids.ts): puts kept behind a waiting reserve are numbered when applied. */
   ids?: JobIdsShared;
 }
 
