@@ -12,7 +12,9 @@
 
 import { Worker } from 'node:worker_threads';
 import { Doorbell } from '../shared/doorbell.ts';
-import { isEvent, RecordReader, RecordWriter, replyKind } from '../shared/records.ts';
+import {
+  E_READY, E_WQ_GONE, E_WQ_READY, eventConn, isEvent, RecordReader, RecordWriter, recordEnd, replyKind,
+} from '../shared/records.ts';
 import { Ring } from '../shared/ring.ts';
 import { ShardCore, type ShardConfig } from '../../workers/core.ts';
 import { newHistogram, observe } from '../shared/histogram.ts';
@@ -22,6 +24,51 @@ export { NO_REPLY, type ReplyTarget };
 
 /** Bytes of each ring. Large enough that a burst of 64 KiB puts from many connections rarely waits. */
 export const RING_BYTES_DEFAULT = 8 * 1024 * 1024;
+/** Bytes of each ring between the threads of a mesh (sites × shards pairs of them, so smaller). */
+export const MESH_RING_BYTES_DEFAULT = 2 * 1024 * 1024;
+
+/**
+ * The rings between the threads ("sites") of a server whose connections are served on several
+ * threads. Site s < shards runs shard s and serves connections; site `shards` is the main thread,
+ * which accepts sockets, serves workq and the HTTP port, and runs no shard. Each site has one
+ * doorbell, rung by whoever writes into a ring that site reads. All of it is SharedArrayBuffers,
+ * so it goes to each thread in workerData.
+ */
+export interface Mesh {
+  readonly shards: number;
+  /** Per site. */
+  readonly bells: readonly SharedArrayBuffer[];
+  /** requests[site][shard]: requests from `site` to `shard` (null where the shard runs on that site). */
+  readonly requests: readonly (readonly (SharedArrayBuffer | null)[])[];
+  /** replies[site][shard]: replies and events from `shard` to `site`. */
+  readonly replies: readonly (readonly (SharedArrayBuffer | null)[])[];
+  /** Per shard: its log's fsync durations (where the shard runs writes them). */
+  readonly fsyncs: readonly Float64Array[];
+}
+
+export function makeMesh(shards: number, ringBytes = MESH_RING_BYTES_DEFAULT): Mesh {
+  const sites = shards + 1;
+  const bells: SharedArrayBuffer[] = [];
+  const requests: (SharedArrayBuffer | null)[][] = [];
+  const replies: (SharedArrayBuffer | null)[][] = [];
+  for (let site = 0; site < sites; site++) {
+    bells.push(Doorbell.create().sab);
+    requests.push([]);
+    replies.push([]);
+    for (let shard = 0; shard < shards; shard++) {
+      requests[site].push(shard === site ? null : Ring.create(ringBytes).sab);
+      replies[site].push(shard === site ? null : Ring.create(ringBytes).sab);
+    }
+  }
+  const fsyncs = Array.from({ length: shards }, () => newHistogram(true));
+  return { shards, bells, requests, replies, fsyncs };
+}
+
+/** The site of the main thread in a mesh. */
+export const mainSite = (mesh: Mesh): number => mesh.shards;
+
+/** Where an event goes: a site, or every site. */
+const EVERY_SITE = -1;
 
 /**
  * Request bytes queued for one shard beyond what its ring holds, before connections stop parsing
@@ -59,52 +106,30 @@ interface ShardLink {
   readonly hops: Float64Array | null;
 }
 
-/** A shard on a worker thread of its own, behind a ring each way. */
-class ThreadShard implements ShardLink {
+/** A shard on another thread, behind a ring each way: requests go into one, replies come out of the other. */
+class RingLink implements ShardLink {
   readonly index: number;
   writer = new RecordWriter();
   readonly pending = new PendingFifo();
   held = false;
-  readonly worker: Worker;
   readonly toShard: Ring;
   readonly fromShard: Ring;
+  /** The doorbell of the thread that serves the shard. */
   readonly bell: Doorbell;
   readonly reader = new RecordReader();
   /** Bytes of writer already copied into the ring. */
   private flushed = 0;
-  readonly started: Promise<void>;
   readonly fsyncs: Float64Array;
   readonly hops = newHistogram(false);
   /** When the oldest batch not yet answered entered the ring (performance.now(); 0: none). */
   private sentAt = 0;
 
-  constructor(config: ShardConfig, ringBytes: number, mainBell: Doorbell, stop: Int32Array, onFatal: (err: Error) => void) {
-    this.index = config.index;
-    this.fsyncs = config.fsyncHistogram as Float64Array;
-    this.toShard = Ring.create(ringBytes);
-    this.fromShard = Ring.create(ringBytes);
-    this.bell = Doorbell.create();
-    this.worker = new Worker(new URL('../../workers/shard.ts', import.meta.url), {
-      workerData: {
-        ...config,
-        toShard: this.toShard.sab,
-        fromShard: this.fromShard.sab,
-        bell: this.bell.sab,
-        mainBell: mainBell.sab,
-        stop: stop.buffer,
-      },
-    });
-    let started = false;
-    this.started = new Promise<void>((resolve, reject) => {
-      this.worker.once('message', () => {
-        started = true;
-        resolve();
-      });
-      this.worker.once('error', (err) => {
-        if (started) onFatal(err);
-        else reject(err);
-      });
-    });
+  constructor(index: number, toShard: Ring, fromShard: Ring, bell: Doorbell, fsyncs: Float64Array) {
+    this.index = index;
+    this.toShard = toShard;
+    this.fromShard = fromShard;
+    this.bell = bell;
+    this.fsyncs = fsyncs;
   }
 
   backlog(): number {
@@ -135,6 +160,41 @@ class ThreadShard implements ShardLink {
   }
 
   close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/** A shard on a worker thread of its own (workers/shard.ts), behind a ring each way. */
+class ThreadShard extends RingLink {
+  readonly worker: Worker;
+  readonly started: Promise<void>;
+
+  constructor(config: ShardConfig, ringBytes: number, mainBell: Doorbell, stop: Int32Array, onFatal: (err: Error) => void) {
+    super(config.index, Ring.create(ringBytes), Ring.create(ringBytes), Doorbell.create(), config.fsyncHistogram as Float64Array);
+    this.worker = new Worker(new URL('../../workers/shard.ts', import.meta.url), {
+      workerData: {
+        ...config,
+        toShard: this.toShard.sab,
+        fromShard: this.fromShard.sab,
+        bell: this.bell.sab,
+        mainBell: mainBell.sab,
+        stop: stop.buffer,
+      },
+    });
+    let started = false;
+    this.started = new Promise<void>((resolve, reject) => {
+      this.worker.once('message', () => {
+        started = true;
+        resolve();
+      });
+      this.worker.once('error', (err) => {
+        if (started) onFatal(err);
+        else reject(err);
+      });
+    });
+  }
+
+  override close(): Promise<void> {
     return new Promise<void>((resolve) => {
       this.worker.once('exit', () => resolve());
       this.bell.ring(); // the loop sees the pool's stop word
@@ -155,7 +215,12 @@ class HereShard implements ShardLink {
   readonly pending = new PendingFifo();
   held = false;
   readonly core: ShardCore;
-  private readonly deliver: (link: ShardLink, buf: Buffer, at: number) => void;
+  /** Sends one record of the core's output on: replies to `source` (a site), events where they belong. */
+  private readonly emit: (link: HereShard, source: number, buf: Buffer, at: number) => void;
+  /** The site this runs on: the source of the requests from flush(). */
+  private readonly site: number;
+  /** Called after the clock ran on its own (events may have gone to other sites' queues). */
+  onClock: () => void = () => {};
   private readonly handler: ShardReplyHandler;
   /** Inside a batch: a flush() from a reply's target leaves the new requests to the running loop. */
   private busy = false;
@@ -165,12 +230,13 @@ class HereShard implements ShardLink {
   readonly fsyncs: Float64Array;
   readonly hops = null;
 
-  constructor(config: ShardConfig, handler: ShardReplyHandler, deliver: (link: ShardLink, buf: Buffer, at: number) => void) {
+  constructor(config: ShardConfig, site: number, handler: ShardReplyHandler, emit: (link: HereShard, source: number, buf: Buffer, at: number) => void) {
     this.index = config.index;
+    this.site = site;
     this.fsyncs = config.fsyncHistogram as Float64Array;
     this.core = new ShardCore(config);
     this.handler = handler;
-    this.deliver = deliver;
+    this.emit = emit;
   }
 
   backlog(): number {
@@ -189,7 +255,7 @@ class HereShard implements ShardLink {
         const buf = batch.buf;
         for (let at = 0; at < batch.len; at += buf.readUInt32LE(at)) this.core.handle(buf, at, now);
         batch.reset();
-        this.endBatch(now);
+        this.endBatch(now, this.site);
       }
     } catch (err) {
       this.handler.fatal(this.index, err as Error);
@@ -198,13 +264,42 @@ class HereShard implements ShardLink {
     }
   }
 
-  /** Runs the clock, writes the log, and delivers the batch's replies and events in order. */
-  private endBatch(now: number): void {
+  /**
+   * Applies every request another site has put in `ring` (a mesh), batch by batch; their replies
+   * go back to that site. Returns whether it read anything.
+   */
+  serve(site: number, ring: Ring, reader: RecordReader): boolean {
+    if (this.closed) return false;
+    let got = false;
+    const wasBusy = this.busy;
+    this.busy = true;
+    try {
+      for (;;) {
+        reader.prepare(64 * 1024);
+        const n = ring.read(reader.buf, reader.end, reader.buf.length - reader.end);
+        if (n === 0) break;
+        reader.end += n;
+        got = true;
+        const now = Date.now();
+        let at: number;
+        while ((at = reader.next()) !== -1) this.core.handle(reader.buf, at, now);
+        this.endBatch(now, site);
+      }
+    } catch (err) {
+      this.handler.fatal(this.index, err as Error);
+    } finally {
+      this.busy = wasBusy;
+    }
+    return got;
+  }
+
+  /** Runs the clock, writes the log, and sends the batch's replies (to `source`) and events on, in order. */
+  private endBatch(now: number, source: number): void {
     const core = this.core;
     const next = core.afterBatch(now);
     const out = core.out;
     const buf = out.buf;
-    for (let at = 0; at < out.len; at += buf.readUInt32LE(at)) this.deliver(this, buf, at);
+    for (let at = 0; at < out.len; at += buf.readUInt32LE(at)) this.emit(this, source, buf, at);
     out.reset();
     core.tidyLog(now);
     this.handler.batchDone();
@@ -224,13 +319,14 @@ class HereShard implements ShardLink {
     if (this.closed) return;
     this.busy = true;
     try {
-      this.endBatch(Date.now());
+      this.endBatch(Date.now(), this.site);
     } catch (err) {
       this.handler.fatal(this.index, err as Error);
     } finally {
       this.busy = false;
     }
     this.flush(); // requests a reply's target made meanwhile
+    this.onClock();
   };
 
   close(): Promise<void> {
@@ -255,12 +351,66 @@ export interface ShardPoolOptions {
    * both); by default the pool schedules its own.
    */
   schedule?: () => void;
+  /**
+   * The threads of a server whose connections are served on several threads, and which of them
+   * this is: its shard (if it runs one) is the one here, every other shard is behind the mesh's
+   * rings, and this thread also serves the requests the other sites send its shard.
+   */
+  mesh?: { mesh: Mesh; site: number };
+}
+
+/** Another site whose requests to the shard here arrive in a ring (a mesh). */
+class Source {
+  readonly site: number;
+  readonly requests: Ring;
+  readonly replies: Ring;
+  /** That site's doorbell. */
+  readonly bell: Doorbell;
+  readonly reader = new RecordReader();
+  /** Replies and events for that site not yet copied into its ring. */
+  readonly out = new RecordWriter(4096);
+  private flushed = 0;
+
+  constructor(site: number, requests: Ring, replies: Ring, bell: Doorbell) {
+    this.site = site;
+    this.requests = requests;
+    this.replies = replies;
+    this.bell = bell;
+  }
+
+  get unflushed(): boolean {
+    return this.out.len > this.flushed;
+  }
+
+  /** Copies what fits of `out` into the ring and rings the site. */
+  publish(): void {
+    const out = this.out;
+    if (out.len === this.flushed) return;
+    const n = this.replies.write(out.buf, this.flushed, out.len - this.flushed);
+    this.flushed += n;
+    if (this.flushed === out.len) {
+      out.reset();
+      this.flushed = 0;
+    }
+    if (n > 0) this.bell.ring();
+  }
 }
 
 export class ShardPool {
   readonly links: ShardLink[] = [];
+  /** Shards on worker threads this pool started (not in a mesh). */
   private readonly threads: ThreadShard[] = [];
-  private readonly mainBell = Doorbell.create();
+  /** Every shard behind rings: those threads, or the other sites of a mesh. */
+  private readonly remote: RingLink[] = [];
+  /** Mesh: the other sites' requests to the shard here. */
+  private readonly sources: Source[] = [];
+  private readonly sourceBySite: (Source | undefined)[] = [];
+  /** Mesh: this site, and how many sites there are (1 without a mesh). */
+  readonly site: number;
+  private readonly sites: number;
+  private readonly mainSite: number;
+  /** This thread's doorbell: rung by whoever writes into a ring it reads. */
+  private readonly mainBell: Doorbell;
   /** Word 0 set to 1 asks every shard loop to stop (the loops block in Atomics.wait, not on messages). */
   private readonly stop = new Int32Array(new SharedArrayBuffer(4));
   private readonly handler: ShardReplyHandler;
@@ -277,17 +427,52 @@ export class ShardPool {
     this.schedule = opts.schedule ?? null;
     const ringBytes = opts.ringBytes ?? RING_BYTES_DEFAULT;
     this.backlogMax = opts.backlogBytes ?? BACKLOG_BYTES_DEFAULT;
-    for (let i = 0; i < opts.shards; i++) {
-      const config: ShardConfig = { ...opts.config, index: i, fsyncHistogram: newHistogram(true) };
-      if (i === opts.here) {
-        this.links.push(new HereShard(config, handler, this.deliver));
-      } else {
-        const t = new ThreadShard(config, ringBytes, this.mainBell, this.stop, (err) => handler.fatal(i, err));
-        this.threads.push(t);
-        this.links.push(t);
+    const m = opts.mesh;
+    if (m === undefined) {
+      this.site = 0;
+      this.sites = 1;
+      this.mainSite = 0;
+      this.mainBell = Doorbell.create();
+      for (let i = 0; i < opts.shards; i++) {
+        const config: ShardConfig = { ...opts.config, index: i, fsyncHistogram: newHistogram(true) };
+        if (i === opts.here) {
+          this.links.push(new HereShard(config, this.site, handler, this.emit));
+        } else {
+          const t = new ThreadShard(config, ringBytes, this.mainBell, this.stop, (err) => handler.fatal(i, err));
+          this.threads.push(t);
+          this.remote.push(t);
+          this.links.push(t);
+        }
+      }
+    } else {
+      const { mesh, site } = m;
+      this.site = site;
+      this.sites = mesh.shards + 1;
+      this.mainSite = mainSite(mesh);
+      this.mainBell = Doorbell.attach(mesh.bells[site]);
+      for (let i = 0; i < mesh.shards; i++) {
+        if (i === site) {
+          const here = new HereShard({ ...opts.config, index: i, fsyncHistogram: mesh.fsyncs[i] }, site, handler, this.emit);
+          here.onClock = () => this.publish();
+          this.links.push(here);
+        } else {
+          const link = new RingLink(i, Ring.attach(mesh.requests[site][i] as SharedArrayBuffer),
+            Ring.attach(mesh.replies[site][i] as SharedArrayBuffer), Doorbell.attach(mesh.bells[i]), mesh.fsyncs[i]);
+          this.remote.push(link);
+          this.links.push(link);
+        }
+      }
+      if (site < mesh.shards) {
+        for (let other = 0; other < this.sites; other++) {
+          if (other === site) continue;
+          const src = new Source(other, Ring.attach(mesh.requests[other][site] as SharedArrayBuffer),
+            Ring.attach(mesh.replies[other][site] as SharedArrayBuffer), Doorbell.attach(mesh.bells[other]));
+          this.sources.push(src);
+          this.sourceBySite[other] = src;
+        }
       }
     }
-    if (this.threads.length > 0) this.pump();
+    if (this.remote.length > 0 || this.sources.length > 0) this.pump();
   }
 
   /** Resolves once every shard thread has loaded and is serving its ring. */
@@ -325,11 +510,45 @@ export class ShardPool {
   /** Hands queued requests to the shards; what does not fit a ring stays queued for the next wake-up. */
   flush(): void {
     for (const link of this.links) link.flush();
+    if (this.sources.length > 0) this.publish();
     if (this.roomWaiters.length > 0 && this.largestBacklog() <= this.backlogMax / 2) {
       const waiters = this.roomWaiters;
       this.roomWaiters = [];
       for (const c of waiters) c.roomAgain(); // may parse, request, and wait again
     }
+  }
+
+  /**
+   * One record of the shard here's output: a reply to a request from `source` (this site: the
+   * pending FIFO here; another site: its ring), or an event, which goes where it belongs: to the
+   * site that serves its connection, E_READY to every site (each may have reserves waiting on
+   * several shards), workq's to the main thread (the workq router lives there).
+   */
+  private readonly emit = (link: HereShard, source: number, buf: Buffer, at: number): void => {
+    const kind = replyKind(buf, at);
+    let dest = source;
+    if (isEvent(kind)) {
+      if (this.sites === 1) dest = this.site;
+      else if (kind === E_READY) dest = EVERY_SITE;
+      else if (kind >= E_WQ_READY && kind <= E_WQ_GONE) dest = this.mainSite;
+      else dest = eventConn(buf, at) % this.sites;
+    }
+    if (dest === this.site || dest === EVERY_SITE) this.deliver(link, buf, at);
+    if (dest === EVERY_SITE) {
+      for (const src of this.sources) src.out.bytes(buf, at, recordEnd(buf, at));
+    } else if (dest !== this.site) {
+      (this.sourceBySite[dest] as Source).out.bytes(buf, at, recordEnd(buf, at));
+    }
+  };
+
+  /** Copies the replies and events for other sites into their rings. */
+  private publish(): void {
+    for (const src of this.sources) src.publish();
+  }
+
+  private sourcesUnflushed(): boolean {
+    for (const src of this.sources) if (src.unflushed) return true;
+    return false;
   }
 
   /** One reply or event of `link`, at `at` in `buf` (valid during the call). */
@@ -371,20 +590,29 @@ export class ShardPool {
   }
 
   private threadsUnflushed(): boolean {
-    for (const t of this.threads) if (t.backlog() > 0) return true;
-    return false;
+    for (const t of this.remote) if (t.backlog() > 0) return true;
+    return this.sourcesUnflushed();
   }
 
   private anyReadable(): boolean {
-    for (const t of this.threads) if (t.fromShard.readable() > 0) return true;
+    for (const t of this.remote) if (t.fromShard.readable() > 0) return true;
+    for (const src of this.sources) if (src.requests.readable() > 0) return true;
     return false;
   }
 
-  /** Reads the shard threads' replies; yields to the event loop between batches so sockets are served. */
+  /**
+   * Reads the other threads' replies (and, in a mesh, their requests to the shard here); yields
+   * to the event loop between batches so sockets are served.
+   */
   private readonly pump = (): void => {
     if (!this.running) return;
     let handled = false;
-    for (const link of this.threads) {
+    if (this.sources.length > 0) {
+      const here = this.links[this.site] as HereShard;
+      for (const src of this.sources) handled = here.serve(src.site, src.requests, src.reader) || handled;
+      this.publish();
+    }
+    for (const link of this.remote) {
       const r = link.reader;
       let read = false;
       for (;;) {
