@@ -184,23 +184,9 @@ function moverConn(router: Router): number {
   return conn;
 }
 
-/** Tubes a move runs on: kept (not freed, their ids not reused) until it ends. */
-const movePins = new Map<Tube, { n: number; was: boolean }>();
-
-function pin(t: Tube): void {
-  const p = movePins.get(t);
-  if (p !== undefined) p.n++;
-  else movePins.set(t, { n: 1, was: t.pinned });
-  t.pinned = true;
-}
-
-function unpin(router: Router, t: Tube): void {
-  const p = movePins.get(t);
-  if (p === undefined || --p.n > 0) return;
-  movePins.delete(t);
-  t.pinned = p.was;
-  router.tubes.release(t);
-}
+// Tubes a move runs on are kept (not freed, their ids not reused) until it ends: each move holds a
+// 'pinned' reference to its two tubes (the tube table counts them, as it counts the default
+// tube's pin), and gives them back at the end, when a tube left with no reference is freed.
 
 /** The states a move may take, as CLEAR_BITS; by the engine's state numbers. */
 const STATE_BITS: Record<number, number> = { 1: 1, 3: 2, 4: 4 };
@@ -245,7 +231,7 @@ function giveBack(router: Router, conn: number, shard: number, id: number, taken
 /** put into `t`, as a session's put: answered by the shard (with -b, once logged). Whether it was logged, and the new id. */
 async function putCopy(router: Router, conn: number, t: Tube, buried: boolean, pri: number, delaySec: number, ttr: number, body: Buffer): Promise<{ logged: boolean; id: number }> {
   const id = router.ids.next();
-  t.jobs++;
+  router.tubes.retain(t, 'jobs'); // the move holds a pin on t
   router.jobMap.set(id, t.shard);
   const answered = ask(router, t.shard, (buf, at) => {
     if (okResult(buf, at) === STATES.ready) router.readied(okTube(buf, at));
@@ -330,9 +316,8 @@ export async function moveTube(router: Router, from: string, to: string, mask: n
   const src = router.tubes.find(from);
   if (src === undefined || max <= 0) return { moved: 0, unlogged: false };
   const conn = moverConn(router);
-  pin(src);
-  const dst = router.tubes.findOrMake(to);
-  pin(dst);
+  router.tubes.retain(src, 'pinned'); // found live just now, in this same turn
+  const dst = router.tubes.acquire(to, 'pinned');
   let moved = 0;
   let unlogged = false;
   try {
@@ -358,8 +343,8 @@ export async function moveTube(router: Router, from: string, to: string, mask: n
       }
     }
   } finally {
-    unpin(router, src);
-    unpin(router, dst);
+    router.tubes.release(src, 'pinned');
+    router.tubes.release(dst, 'pinned');
   }
   return { moved, unlogged };
 }

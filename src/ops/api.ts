@@ -152,7 +152,7 @@ export class JsonApi {
 
     switch (get ?? post) {
       case 'tubes': {
-        const tubes = router.tubes.all.items.slice();
+        const tubes = router.tubes.list();
         const stats = await Promise.all(tubes.map((t) => tubeStats(router, t)));
         return { status: 200, body: { tubes: tubes.map((t, i) => ({ name: t.name, stats: statsObject(stats[i] ?? []) })) } };
       }

@@ -84,7 +84,7 @@ export function gather(server: BeanstalkServer, tubesMax: number): Promise<Figur
         hops: link.hops === null ? null : link.hops.slice(),
       };
     });
-    const all = router.tubes.all.items;
+    const all = router.tubes.list();
     const asked: Tube[] = all.slice(0, Math.max(0, tubesMax));
     const tubeEntries: (StatsEntry[] | null)[] = asked.map(() => null);
     const sums = new Float64Array(TOTALS_FIELDS);

@@ -4,7 +4,7 @@
 
 import http from 'node:http';
 import type { Logger } from '../log.ts';
-import type { BeanstalkServer } from '../proto/beanstalk/server.ts';
+import { type BeanstalkServer, ROW_TOTAL_JOBS } from '../proto/beanstalk/server.ts';
 import { generateToken, isLoopback, JsonApi } from './api.ts';
 import { isDashboardPath, serveDashboard } from './dashboard.ts';
 import { gather } from './gather.ts';
@@ -67,7 +67,7 @@ export class OpsHttp {
   /** The log is replayed and the protocol ports listen: /readyz answers 200 (unless draining), /metrics serves. */
   ready(beanstalk: BeanstalkServer): void {
     this.beanstalk = beanstalk;
-    if (this.api !== null) this.api.jobCreated = () => void beanstalk.totalJobs++;
+    if (this.api !== null) this.api.jobCreated = () => void beanstalk.row[ROW_TOTAL_JOBS]++;
     this.phase = 'serving';
   }
 

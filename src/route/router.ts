@@ -17,6 +17,7 @@ import { JobShardMap } from './jobmap.ts';
 import { Reserves } from './reserve.ts';
 import { NO_REPLY, type ReplyTarget, ShardPool } from './shards.ts';
 import { TubeRegistry } from './tubes.ts';
+import { TubeTable } from './tubetable.ts';
 import { WorkqRouter } from './workq.ts';
 
 export interface RouterConfig {
@@ -68,8 +69,6 @@ export class Router {
    * those shards say about it until then.
    */
   readonly conns = new Map<number, JobHolder>();
-  /** Reserves waiting in shards (stats current-waiting, with the fan-in's). */
-  parkedCount = 0;
   /** In memory only: puts, and deletes/releases/buries of a held job, are answered before the shard replies. */
   readonly earlyAck: boolean;
   /** Job ids: one server-wide sequence, shared with the shards (they number puts kept behind a waiting reserve). */
@@ -98,7 +97,8 @@ export class Router {
       },
     );
     this.workq = new WorkqRouter(this.pool, config.shards, () => this.flushSoon(), this.earlyAck);
-    this.tubes = new TubeRegistry(config.shards);
+    // The tube registry's shared state (this.tubes.shared for another thread).
+    this.tubes = new TubeRegistry(TubeTable.create({ shards: config.shards }));
     this.reserves = new Reserves(this.pool, (tubeId) => this.readied(tubeId), () => this.flushSoon());
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');
@@ -106,18 +106,20 @@ export class Router {
       w.header(OP_TUBE_NAME, name.length, 0, t.id, 0, 0, 0);
       w.bytes(name, 0, name.length);
     };
+    // The id is reused only once the shard's reply says it has dropped the tube: every request
+    // naming the old tube was sent before, so none can reach the shard after a reuse.
+    const dropped: ReplyTarget = { onShardReply: (_shard, _kind, id) => this.tubes.dropped(id) };
     this.tubes.onFree = (t) => {
-      this.pool.request(t.shard, 0, NO_REPLY, 0).header(OP_DROP_TUBE, 0, 0, t.id, 0, 0, 0);
+      this.pool.request(t.shard, 0, dropped, t.id).header(OP_DROP_TUBE, 0, 0, t.id, 0, 0, 0);
     };
-    this.tubes.findOrMake('default').pinned = true;
+    this.tubes.acquire('default', 'pinned'); // beanstalkd holds the default tube for ever
   }
 
   // ---- recovery from the write-ahead log ----
 
   /** A job read back from the log goes to the shard that owns its tube now. */
   restoreJob(j: RecoveredJob): void {
-    const t = this.tubes.findOrMake(j.tube);
-    t.jobs++;
+    const t = this.tubes.acquire(j.tube, 'jobs');
     this.jobMap.set(j.id, t.shard);
     this.ids.raiseTo(j.id);
     // beanstalkd brings a job that was reserved back as ready.
@@ -202,11 +204,6 @@ export class Router {
 
   // ---- what shards say happened ----
 
-  /** Connections blocked in a reserve (stats current-waiting). */
-  get waitingCount(): number {
-    return this.reserves.fan.waitingCount + this.parkedCount;
-  }
-
   /** Tube `tubeId` may have gained ready jobs: wake a reserve over several shards waiting on it. */
   readied(tubeId: number): void {
     const t = this.tubes.get(tubeId);
@@ -220,20 +217,14 @@ export class Router {
       return;
     }
     const t = this.tubes.get(tubeId);
-    if (t !== undefined) {
-      t.jobs--;
-      this.tubes.release(t);
-    }
+    if (t !== undefined) this.tubes.release(t, 'jobs');
   }
 
   /** Job `id` of tube `tubeId` was deleted. */
   deleted(id: number, tubeId: number): void {
     this.jobMap.delete(id);
     const t = this.tubes.get(tubeId);
-    if (t !== undefined) {
-      t.jobs--;
-      this.tubes.release(t);
-    }
+    if (t !== undefined) this.tubes.release(t, 'jobs');
   }
 
   /**

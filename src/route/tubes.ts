@@ -1,90 +1,174 @@
-// The main thread's registry of tubes: names, which shard owns each, who uses and watches them,
-// which connections wait on them. The jobs themselves live on the shards; the registry only
-// counts them so a tube disappears exactly when beanstalkd's would (no user, no watcher, no job).
+// The tube registry as one thread sees it: names, which shard owns each, who uses and watches
+// them, which connections wait on them. What every thread shares (name <-> id, shard, the counts
+// that decide a tube's life, list-tubes order, id reuse) lives in a TubeTable (./tubetable.ts,
+// SharedArrayBuffer memory; `shared` hands it to another thread); this thread keeps a Tube object
+// per live tube it has seen, for what is its own (the fan-in's waiters and epoch, its reserves
+// parked in shards). The jobs themselves live on the shards; the table only counts them so a tube
+// disappears exactly when beanstalkd's would (no user, no watcher, no job, no pin).
 
 import type { FanAttempt, FanQueue } from './fanin.ts';
 import { Multiset } from '../shared/multiset.ts';
-import { shardOf } from './hash.ts';
+import { TubeTable, type TubeCountField, type TubeCounts } from './tubetable.ts';
 
 export { Multiset };
+export type { TubeCountField, TubeCounts };
 
+/** This thread's view of live tube `id` (its generation `gen` in the table). */
 export class Tube implements FanQueue {
   readonly name: string;
   readonly id: number;
   readonly shard: number;
-  using = 0;
-  watching = 0;
-  /** Live jobs in the tube: +1 when a put is sent, -1 when a delete succeeds. */
-  jobs = 0;
-  /** Reserves over several shards blocked waiting on this tube (the fan-in's). */
+  /** The slot's generation when this tube was made (TubeTable.gen): tells a reused id. */
+  readonly gen: number;
+  /** Reserves over several shards blocked waiting on this tube (the fan-in's, this thread's). */
   readonly waiting = new Multiset<FanAttempt<FanQueue>>();
   /** When the tube last signalled it may have ready jobs (the fan-in's epoch). */
   readyEpoch = 0;
-  /** The default tube is never freed (beanstalkd holds a reference to it for ever). */
-  pinned = false;
-  /** Reserves waiting on it in its shard (workers/waits.ts), as the connections know them. */
+  /** Reserves of this thread's connections waiting on it in its shard (workers/waits.ts). */
   parked = 0;
+  private readonly table: TubeTable;
 
-  constructor(name: string, id: number, shard: number) {
-    this.name = name;
+  constructor(table: TubeTable, id: number, gen: number, name: string, shard: number) {
+    this.table = table;
     this.id = id;
+    this.gen = gen;
+    this.name = name;
     this.shard = shard;
   }
 
-  get unreferenced(): boolean {
-    return !this.pinned && this.using === 0 && this.watching === 0 && this.jobs === 0;
+  /** Connections using it (every thread's), read from the table; 0 once the tube is freed. */
+  get using(): number {
+    return this.count('using');
+  }
+
+  /** Connections watching it (every thread's). */
+  get watching(): number {
+    return this.count('watching');
+  }
+
+  /** Live jobs in it: +1 when a put is sent, -1 when a delete succeeds. */
+  get jobs(): number {
+    return this.count('jobs');
+  }
+
+  /** Pins: the default tube's (beanstalkd holds it for ever), and one per move running on it. */
+  get pinned(): number {
+    return this.count('pinned');
+  }
+
+  /** Whether the table still holds this tube (freed: false, and its counts read 0). */
+  get live(): boolean {
+    return this.table.isLive(this.id, this.gen);
+  }
+
+  /** Its four counts, read from the table one after another; all 0 once the tube is freed. */
+  counts(): TubeCounts {
+    // A freed tube's counts are all 0 in its slot until the id is reused (a new generation).
+    return this.table.gen(this.id) === this.gen ? this.table.counts(this.id) : { using: 0, watching: 0, jobs: 0, pinned: 0 };
+  }
+
+  private count(field: TubeCountField): number {
+    return this.counts()[field];
   }
 }
 
 export class TubeRegistry {
+  /** The shared table (TubeTable.attach(registry.shared) on another thread). */
+  readonly table: TubeTable;
   readonly shards: number;
-  /** All tubes in beanstalkd's order (list-tubes). */
-  readonly all = new Multiset<Tube>();
-  private readonly byName = new Map<string, Tube>();
+  /** This thread's views of live tubes, by id. */
   private readonly byId: (Tube | undefined)[] = [];
-  private readonly freeIds: number[] = [];
-  /** Called when a tube is freed, so its shard can forget it (stats, pause). */
-  onFree: (t: Tube) => void = () => {};
-  /** Called when a tube is made, so its shard learns its name. */
+  /** Called when this thread made a tube, so its shard learns its name. */
   onCreate: (t: Tube) => void = () => {};
+  /**
+   * Called when this thread freed a tube, so its shard forgets it (stats, pause); once the shard
+   * has done so, call dropped(t.id): only then may the id be reused.
+   */
+  onFree: (t: Tube) => void = () => {};
 
-  constructor(shards: number) {
-    this.shards = shards;
+  /** `table`: the shared table, or a shard count to make one (tests). */
+  constructor(table: TubeTable | number) {
+    this.table = typeof table === 'number' ? TubeTable.create({ shards: table }) : table;
+    this.shards = this.table.shards;
   }
 
+  /** The table's memory, for another thread to attach to. */
+  get shared(): SharedArrayBuffer {
+    return this.table.shared;
+  }
+
+  /** Live tube `name`, or undefined. Takes no reference. */
   find(name: string): Tube | undefined {
-    return this.byName.get(name);
+    const id = this.table.find(name);
+    return id < 0 ? undefined : this.view(id);
   }
 
+  /** Live tube `id`, or undefined. */
   get(id: number): Tube | undefined {
-    return this.byId[id];
+    const t = this.byId[id];
+    if (t !== undefined && this.table.isLive(id, t.gen)) return t;
+    return id >= 0 && id < this.table.highWater ? this.view(id) : undefined;
   }
 
-  findOrMake(name: string): Tube {
-    let t = this.byName.get(name);
-    if (t !== undefined) return t;
-    const id = this.freeIds.length > 0 ? (this.freeIds.pop() as number) : this.byId.length;
-    t = new Tube(name, id, shardOf(name, this.shards));
+  /** Takes a `field` reference to tube `name`, making the tube if there is none (onCreate). */
+  acquire(name: string, field: TubeCountField): Tube {
+    const id = this.table.acquire(name, field);
+    if (!this.table.created) return this.view(id) as Tube;
+    const t = new Tube(this.table, id, this.table.gen(id), name, this.table.shard(id));
     this.byId[id] = t;
-    this.byName.set(name, t);
-    this.all.append(t);
     this.onCreate(t);
     return t;
   }
 
-  /** Frees the tube if nothing refers to it any more. */
-  release(t: Tube): void {
-    if (!t.unreferenced || this.byId[t.id] !== t) return;
-    this.all.remove(t);
-    this.byName.delete(t.name);
-    this.byId[t.id] = undefined;
-    this.onFree(t);
-    // The id is reused only after the shard has seen the drop: rings are FIFO, so any later
-    // request naming this id reaches the shard after the drop.
-    this.freeIds.push(t.id);
+  /** Takes one more `field` reference to `t`, which the caller already holds a reference to. */
+  retain(t: Tube, field: TubeCountField): void {
+    this.table.retain(t.id, field);
   }
 
+  /** Gives back a `field` reference to `t`; frees the tube if that was its last (onFree). */
+  release(t: Tube, field: TubeCountField): void {
+    if (!this.table.release(t.id, field)) return;
+    if (this.byId[t.id] === t) this.byId[t.id] = undefined;
+    this.onFree(t);
+  }
+
+  /** The shard has processed the drop of freed tube `id`: the id may be reused. */
+  dropped(id: number): void {
+    this.table.dropped(id);
+  }
+
+  /** Live tubes in beanstalkd's order (list-tubes). */
+  list(): Tube[] {
+    const out: Tube[] = [];
+    for (const id of this.table.list()) {
+      const t = this.view(id);
+      if (t !== undefined) out.push(t);
+    }
+    return out;
+  }
+
+  /** Live tubes' names in list-tubes order (one consistent snapshot). */
+  names(): string[] {
+    return this.table.listNames();
+  }
+
+  /** Live tubes. */
   get count(): number {
-    return this.all.len;
+    return this.table.count;
+  }
+
+  /** This thread's view of tube `id` if it is live: the one it has, or a new one (made elsewhere). */
+  private view(id: number): Tube | undefined {
+    const gen = this.table.gen(id);
+    const had = this.byId[id];
+    if (had !== undefined && had.gen === gen && this.table.isLive(id, gen)) return had;
+    const name = this.table.name(id);
+    if (name === undefined || this.table.gen(id) !== gen) {
+      if (had !== undefined) this.byId[id] = undefined;
+      return undefined;
+    }
+    const t = new Tube(this.table, id, gen, name, this.table.shard(id));
+    this.byId[id] = t;
+    return t;
   }
 }

@@ -1,8 +1,8 @@
 // TubeTable: the tube registry (name <-> id, owning shard, the counts that decide a tube's life,
 // beanstalkd's list-tubes order, two-phase id reuse) in SharedArrayBuffer memory, so that every
-// thread serving connections can use the same table. Not wired in yet: TubeRegistry
-// (tubes.ts) is what runs today; this module keeps its rules exactly (test/unit/tubetable.test.ts
-// drives both with the same seeded sequence).
+// thread serving connections can use the same table. TubeRegistry (tubes.ts) keeps its state here
+// (the Router makes the table); it keeps beanstalkd's rules exactly (test/unit/tubetable.test.ts
+// drives it with a seeded sequence against a model of the registry kept in plain objects).
 //
 // ---- Memory ------------------------------------------------------------------------------------
 //
@@ -430,6 +430,11 @@ export class TubeTable {
   /** Live tubes. */
   get count(): number {
     return Atomics.load(this.i32, H_COUNT);
+  }
+
+  /** Slots ever used: every id so far is below it (ids at or above it are no tube's yet). */
+  get highWater(): number {
+    return Atomics.load(this.i32, H_HWM);
   }
 
   /** Freed tubes whose dropped() has not come yet. */

@@ -35,7 +35,7 @@ it('bytes held behind a blocking reserve and a split body survive other connecti
   // body cut short.
   await a.send('reserve\r\n' + 'put 0 0 60 5\r\naaaaa\r\n'.repeat(3) + 'put 0 0 60 10\r\naaaaa');
   // The server has read a's bytes once its reserve waits (the rest of the read is held behind it).
-  await waitUntil('a\'s reserve waits', () => s.router.waitingCount === 1);
+  await waitUntil('a\'s reserve waits', () => s.beanstalk.waiting === 1);
   // b: reads of the same shape and length, different bytes, through the same buffer.
   for (let i = 0; i < 20; i++) {
     await b.send('put 0 0 60 5\r\nbbbbb\r\n');

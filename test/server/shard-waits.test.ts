@@ -136,7 +136,7 @@ describe.each([1, 4])('reserves waiting in shards, %i shard(s)', (shards) => {
     }
     for (const c of clients.splice(0)) c.destroy();
     await waitUntil('every connection is gone', () => server.router.conns.size === 0);
-    expect(server.router.waitingCount).toBe(0);
+    expect(server.beanstalk.waiting).toBe(0);
     // The shard on this thread (shard 0) can be looked at directly.
     const here = server.router.pool.links[0] as unknown as { core?: { waits: { invariants(): void; parkedCount: number } } };
     expect(here.core).toBeDefined();
@@ -171,7 +171,7 @@ describe.each([1, 4])('reserves waiting in shards, %i shard(s): what the connect
     const { server, a, b } = await setup();
     await a.send('use t\r\nreserve\r\nput 0 0 60 1\r\ny\r\nreserve\r\nstats-tube t\r\n');
     expect(await a.readReply()).toBe('USING t\r\n');
-    await waitUntil('a waits', () => server.router.waitingCount === 1);
+    await waitUntil('a waits', () => server.beanstalk.waiting === 1);
     expect(await b.request('put 0 0 60 1\r\nx')).toBe('INSERTED 1\r\n');
     expect(await a.readReply()).toBe('RESERVED 1 1\r\nx\r\n');
     expect(await a.readReply()).toBe('INSERTED 2\r\n'); // numbered when applied, after the reserve's answer
@@ -192,12 +192,12 @@ describe.each([1, 4])('reserves waiting in shards, %i shard(s): what the connect
     const { server, a, b } = await setup();
     await a.send('use t\r\nreserve\r\nput 0 0 60 1\r\ny\r\n');
     expect(await a.readReply()).toBe('USING t\r\n');
-    await waitUntil('a waits', () => server.router.waitingCount === 1);
+    await waitUntil('a waits', () => server.beanstalk.waiting === 1);
     // As at shutdown: the server closes the connection (no half-close first).
     const session = [...server.beanstalk.sessions.values()].find((s) => s.isWorker);
     expect(session).toBeDefined();
     session!.close();
-    await waitUntil('a is gone', () => server.router.conns.size === 1 && server.router.waitingCount === 0);
+    await waitUntil('a is gone', () => server.router.conns.size === 1 && server.beanstalk.waiting === 0);
     const stats = await b.request('stats-tube t');
     expect(stats).toContain('\ncurrent-jobs-ready: 0\n');
     expect(stats).toContain('\ntotal-jobs: 0\n');
@@ -221,7 +221,7 @@ describe.each([1, 4])('reserves waiting in shards, %i shard(s): what the connect
   it('a peer that shuts its sending side ends the waiting reserve and the one kept behind it TIMED_OUT', async () => {
     const { server, a } = await setup();
     await a.send('reserve\r\nreserve\r\n');
-    await waitUntil('a waits', () => server.router.waitingCount === 1);
+    await waitUntil('a waits', () => server.beanstalk.waiting === 1);
     void a.close(); // shuts our sending side; the replies still come
     expect(await a.readReply()).toBe('TIMED_OUT\r\n');
     expect(await a.readReply()).toBe('TIMED_OUT\r\n');
@@ -242,7 +242,7 @@ describe.each([1, 4])('reserves waiting in shards, provoked races, %i shard(s)',
     expect(await c.request('watch t')).toBe('WATCHING 2\r\n');
     expect(await c.request('ignore default')).toBe('WATCHING 1\r\n');
     await c.send('reserve-with-timeout 5\r\n');
-    await waitUntil('c waits', () => server.router.waitingCount === 1);
+    await waitUntil('c waits', () => server.beanstalk.waiting === 1);
     const shard = server.router.tubes.find('t')!.shard;
     const pending = () => server.router.pool.links[shard].pending.length;
     // Both requests reach the shard in one batch, the kick first: the kick makes job 1 ready and

@@ -47,7 +47,7 @@ function setup(shards: number, perShard: number[]) {
   for (let shard = 0; shard < shards; shard++) {
     let made = 0;
     for (let i = 0; made < perShard[shard]; i++) {
-      const t = registry.findOrMake(`t${i}`);
+      const t = registry.acquire(`t${i}`, 'watching');
       if (t.shard === shard && !tubes.includes(t)) {
         tubes.push(t);
         made++;

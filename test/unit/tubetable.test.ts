@@ -1,14 +1,84 @@
-// TubeTable on one thread: the same seeded acquire/release sequence against TubeRegistry (ids,
-// list-tubes order, shards, counts, who creates and who frees), generations and two-phase id
-// reuse, 200-byte names, 50,000 tubes, and invariants() catching damage.
+// TubeTable on one thread: the same seeded acquire/release sequence against a model registry
+// kept in plain objects (the TubeRegistry that ran before the table: ids, list-tubes order,
+// shards, counts, who creates and who frees), generations and two-phase id reuse, 200-byte names,
+// 50,000 tubes, and invariants() catching damage.
 
 import { describe, expect, it } from 'vitest';
-import { TubeRegistry, type Tube } from '../../src/route/tubes.ts';
 import { shardOf } from '../../src/route/hash.ts';
+import { Multiset } from '../../src/shared/multiset.ts';
 import { TubeTable, TUBE_NAME_MAX_BYTES, type TubeCountField } from '../../src/route/tubetable.ts';
 import { mulberry32u32 } from '../support/prng.ts';
 
 const FIELDS: readonly TubeCountField[] = ['using', 'watching', 'jobs'];
+
+/** A tube of the model: its counts as plain fields. */
+class ModelTube {
+  readonly name: string;
+  readonly id: number;
+  readonly shard: number;
+  using = 0;
+  watching = 0;
+  jobs = 0;
+  pinned = false;
+
+  constructor(name: string, id: number, shard: number) {
+    this.name = name;
+    this.id = id;
+    this.shard = shard;
+  }
+
+  get unreferenced(): boolean {
+    return !this.pinned && this.using === 0 && this.watching === 0 && this.jobs === 0;
+  }
+}
+
+/**
+ * The model: the registry as it was in plain objects on one thread (beanstalkd's rules: a tube
+ * made on first use, freed when nothing refers to it, list-tubes order by Ms rules), with a freed
+ * id reusable at once, last freed first.
+ */
+class ModelRegistry {
+  readonly shards: number;
+  readonly all = new Multiset<ModelTube>();
+  private readonly byName = new Map<string, ModelTube>();
+  private readonly byId: (ModelTube | undefined)[] = [];
+  private readonly freeIds: number[] = [];
+  onFree: (t: ModelTube) => void = () => {};
+  onCreate: (t: ModelTube) => void = () => {};
+
+  constructor(shards: number) {
+    this.shards = shards;
+  }
+
+  find(name: string): ModelTube | undefined {
+    return this.byName.get(name);
+  }
+
+  findOrMake(name: string): ModelTube {
+    let t = this.byName.get(name);
+    if (t !== undefined) return t;
+    const id = this.freeIds.length > 0 ? (this.freeIds.pop() as number) : this.byId.length;
+    t = new ModelTube(name, id, shardOf(name, this.shards));
+    this.byId[id] = t;
+    this.byName.set(name, t);
+    this.all.append(t);
+    this.onCreate(t);
+    return t;
+  }
+
+  release(t: ModelTube): void {
+    if (!t.unreferenced || this.byId[t.id] !== t) return;
+    this.all.remove(t);
+    this.byName.delete(t.name);
+    this.byId[t.id] = undefined;
+    this.onFree(t);
+    this.freeIds.push(t.id);
+  }
+
+  get count(): number {
+    return this.all.len;
+  }
+}
 
 /** One reference a client holds: which name, which count. */
 interface Ref {
@@ -17,14 +87,14 @@ interface Ref {
 }
 
 /**
- * Drives TubeRegistry and TubeTable through the same random acquire/release sequence. With
- * `dropLag` 0 the table's dropped() follows each free at once, so ids must match TubeRegistry's
+ * Drives ModelRegistry and TubeTable through the same random acquire/release sequence. With
+ * `dropLag` 0 the table's dropped() follows each free at once, so ids must match ModelRegistry's
  * (which reuses an id right away, last freed first); with a lag, ids differ but names, order and
  * counts must not.
  */
 function runModel(seed: number, steps: number, names: number, shards: number, dropLag: number): void {
   const rand = mulberry32u32(seed);
-  const reg = new TubeRegistry(shards);
+  const reg = new ModelRegistry(shards);
   const created: string[] = [];
   const freed: string[] = [];
   reg.onCreate = (t) => created.push(t.name);
@@ -70,14 +140,14 @@ function runModel(seed: number, steps: number, names: number, shards: number, dr
       const ref = held[k]!;
       held[k] = held[held.length - 1]!;
       held.pop();
-      const t = reg.find(ref.name) as Tube;
+      const t = reg.find(ref.name) as ModelTube;
       t[ref.field]--;
       const freedBefore = freed.length;
       reg.release(t);
       const id = idOf.get(ref.name)!;
       const gen = table.gen(id);
       const didFree = table.release(id, ref.field);
-      expect(didFree, `step ${step}: release of ${ref.name}.${ref.field} frees as TubeRegistry does`).toBe(
+      expect(didFree, `step ${step}: release of ${ref.name}.${ref.field} frees as ModelRegistry does`).toBe(
         freed.length > freedBefore,
       );
       if (didFree) {
@@ -113,7 +183,7 @@ function runModel(seed: number, steps: number, names: number, shards: number, dr
   table.invariants();
 }
 
-describe('TubeTable against TubeRegistry (one thread)', () => {
+describe('TubeTable against the model registry (one thread)', () => {
   for (const seed of [1, 2, 0xbeef]) {
     it(`seed ${seed}: same ids, order, shards, counts, creations and frees (drops at once)`, () => {
       runModel(seed, 3000, 24, 4, 0);
@@ -200,7 +270,7 @@ describe('TubeTable: references, generations, two-phase reuse', () => {
     table.invariants();
   });
 
-  it('the last freed id is reused first (as TubeRegistry)', () => {
+  it('the last freed id is reused first (as ModelRegistry)', () => {
     const table = TubeTable.create({ shards: 1 });
     const ids = ['a', 'b', 'c'].map((n) => table.acquire(n, 'using'));
     for (const id of ids) {
@@ -245,7 +315,7 @@ describe('TubeTable: names and size', () => {
     const N = 50_000;
     const table = TubeTable.create({ shards: 7, initialTubes: 16 });
     const other = TubeTable.attach(table.shared); // sees the growth without re-attaching
-    const reg = new TubeRegistry(7);
+    const reg = new ModelRegistry(7);
     for (let i = 0; i < N; i++) {
       const name = `tube-${i}-${'x'.repeat(i % 150)}`;
       expect(table.acquire(name, 'watching')).toBe(i);
@@ -260,7 +330,7 @@ describe('TubeTable: names and size', () => {
       expect(other.find(name)).toBe(i);
       expect(other.name(i)).toBe(name);
     }
-    // Free every third tube in a scrambled order, then compare the order with TubeRegistry's.
+    // Free every third tube in a scrambled order, then compare the order with ModelRegistry's.
     const rand = mulberry32u32(50_000);
     const order = Array.from({ length: N }, (_, i) => i).filter((i) => i % 3 === 0);
     for (let i = order.length - 1; i > 0; i--) {

@@ -1,11 +1,107 @@
-// The beanstalk protocol's server-wide state: its connections and the counters `stats` reports
-// that are not the shards' (commands, producers, workers, connections), and drain mode.
+// The beanstalk protocol's server-wide state: its connections, the counters `stats` reports that
+// are not the shards' (commands, jobs, producers, workers, connections, waiting reserves), and
+// drain mode. The counters live in shared memory (ServerCounters), a row per thread, so that
+// connections served on several threads count into one `stats`.
 
 import { randomBytes } from 'node:crypto';
 import type { FanAttempt } from '../../route/fanin.ts';
 import type { JobHolder, Router } from '../../route/router.ts';
 import type { Multiset, Tube } from '../../route/tubes.ts';
 import { CMD_COUNT } from './commands.ts';
+
+// A row's counters (Float64 indices; the command counts come first, at their CMD_* codes).
+/** Jobs made (stats total-jobs): puts, and the API's copies. */
+export const ROW_TOTAL_JOBS = CMD_COUNT;
+/** Connections that have put (current-producers). */
+export const ROW_PRODUCERS = CMD_COUNT + 1;
+/** Connections that have reserved (current-workers). */
+export const ROW_WORKERS = CMD_COUNT + 2;
+/** Connections ever opened (total-connections). */
+export const ROW_TOTAL_CONNECTIONS = CMD_COUNT + 3;
+/** Connections open now (current-connections). */
+export const ROW_CONNECTIONS = CMD_COUNT + 4;
+/** Reserves waiting in shards (current-waiting, with ROW_FAN_WAITING). */
+export const ROW_PARKED = CMD_COUNT + 5;
+/** Reserves over several shards waiting in the fan-in (current-waiting). */
+export const ROW_FAN_WAITING = CMD_COUNT + 6;
+const ROW_FIELDS = CMD_COUNT + 7;
+/** A row's length in Float64s: a whole number of 64-byte lines, so rows share no cache line. */
+const ROW_LEN = Math.ceil(ROW_FIELDS / 8) * 8;
+/** The shared word before the rows: 0, or 1 in drain mode. */
+const HEAD_BYTES = 64;
+const W_DRAINING = 0;
+
+/**
+ * The server-wide counters in a SharedArrayBuffer: one row of Float64 counters per thread
+ * (`threads` rows, 64 by default; row 0 is the main thread's), and the drain flag as one shared
+ * Int32 word. A thread writes only its own row (`row`, plain typed-array writes: nobody else
+ * writes it); readers add up every row (sum). On another thread: ServerCounters.attach(shared, n).
+ */
+export class ServerCounters {
+  static readonly MAX_THREADS = 64;
+  /** The memory to hand to another thread. */
+  readonly shared: SharedArrayBuffer;
+  /** This thread's row index. */
+  readonly thread: number;
+  readonly threads: number;
+  /** This thread's row: ROW_* counters (only this thread writes it). */
+  readonly row: Float64Array;
+  /** The first CMD_COUNT counters of this thread's row, by CMD_* code (one increment per command). */
+  readonly cmdCounts: Float64Array;
+  private readonly rows: Float64Array;
+  private readonly words: Int32Array;
+
+  private constructor(shared: SharedArrayBuffer, thread: number) {
+    const threads = (shared.byteLength - HEAD_BYTES) / (ROW_LEN * 8);
+    if (!Number.isInteger(threads) || threads < 1) throw new TypeError('ServerCounters: not the memory of a ServerCounters');
+    if (!(Number.isInteger(thread) && thread >= 0 && thread < threads)) {
+      throw new RangeError(`ServerCounters: thread ${thread} is not in 0..${threads - 1}`);
+    }
+    this.shared = shared;
+    this.thread = thread;
+    this.threads = threads;
+    this.words = new Int32Array(shared, 0, HEAD_BYTES / 4);
+    this.rows = new Float64Array(shared, HEAD_BYTES, threads * ROW_LEN);
+    this.row = this.rows.subarray(thread * ROW_LEN, (thread + 1) * ROW_LEN);
+    this.cmdCounts = this.row.subarray(0, CMD_COUNT);
+  }
+
+  /** New counters, all 0, with `threads` rows; this thread has row 0. */
+  static create(threads: number = ServerCounters.MAX_THREADS): ServerCounters {
+    if (!(Number.isInteger(threads) && threads >= 1 && threads <= ServerCounters.MAX_THREADS)) {
+      throw new RangeError(`ServerCounters: ${threads} threads (1..${ServerCounters.MAX_THREADS})`);
+    }
+    return new ServerCounters(new SharedArrayBuffer(HEAD_BYTES + threads * ROW_LEN * 8), 0);
+  }
+
+  /** The counters in `shared` (another ServerCounters' shared), writing row `thread`. */
+  static attach(shared: SharedArrayBuffer, thread: number): ServerCounters {
+    if (!(shared instanceof SharedArrayBuffer)) throw new TypeError('ServerCounters.attach: not a SharedArrayBuffer');
+    return new ServerCounters(shared, thread);
+  }
+
+  /** Counter `field` (ROW_* or a CMD_* code) added up over every thread's row. */
+  sum(field: number): number {
+    const rows = this.rows;
+    let n = 0;
+    for (let at = field; at < rows.length; at += ROW_LEN) n += rows[at];
+    return n;
+  }
+
+  /** Row `thread` (to read; a test may write another thread's row by hand). */
+  rowOf(thread: number): Float64Array {
+    return this.rows.subarray(thread * ROW_LEN, (thread + 1) * ROW_LEN);
+  }
+
+  /** Drain mode (SIGUSR1: puts answer DRAINING), one word shared by every thread. */
+  get draining(): boolean {
+    return Atomics.load(this.words, W_DRAINING) !== 0;
+  }
+
+  set draining(on: boolean) {
+    Atomics.store(this.words, W_DRAINING, on ? 1 : 0);
+  }
+}
 
 /** What the server keeps of a connection (the Session). */
 export interface BeanstalkConn extends JobHolder {
@@ -20,24 +116,83 @@ export interface BeanstalkConn extends JobHolder {
 
 export class BeanstalkServer {
   readonly router: Router;
+  /** This thread's connections. */
   readonly sessions = new Map<number, BeanstalkConn>();
-  readonly cmdCounts = new Float64Array(CMD_COUNT);
-  totalJobs = 0;
-  producers = 0;
-  workers = 0;
-  totalConnections = 0;
-  /** SIGUSR1: puts answer DRAINING. */
-  draining = false;
+  /** Every thread's counters; this thread writes `row` (and `cmdCounts`, a view of it). */
+  readonly counters: ServerCounters;
+  /** This thread's row of counters (ROW_*): `server.row[ROW_PRODUCERS]++`. */
+  readonly row: Float64Array;
+  /** This thread's command counts, by CMD_* code (part of `row`). */
+  readonly cmdCounts: Float64Array;
   readonly startedMs = Date.now();
   readonly instanceId = randomBytes(8).toString('hex');
 
-  constructor(router: Router) {
+  /** `counters`: the shared counters (default: new ones, this thread on row 0). */
+  constructor(router: Router, counters: ServerCounters = ServerCounters.create()) {
     this.router = router;
+    this.counters = counters;
+    this.row = counters.row;
+    this.cmdCounts = counters.cmdCounts;
+    // The fan-in counts its waiting reserves in its own field: make that field this row's counter.
+    const row = this.row;
+    const fan = router.reserves.fan;
+    row[ROW_FAN_WAITING] += fan.waitingCount;
+    Object.defineProperty(fan, 'waitingCount', {
+      get: () => row[ROW_FAN_WAITING],
+      set: (n: number) => {
+        row[ROW_FAN_WAITING] = n;
+      },
+      configurable: true,
+      enumerable: true,
+    });
+  }
+
+  // Every thread's sums (stats).
+
+  get totalJobs(): number {
+    return this.counters.sum(ROW_TOTAL_JOBS);
+  }
+
+  get producers(): number {
+    return this.counters.sum(ROW_PRODUCERS);
+  }
+
+  get workers(): number {
+    return this.counters.sum(ROW_WORKERS);
+  }
+
+  get totalConnections(): number {
+    return this.counters.sum(ROW_TOTAL_CONNECTIONS);
+  }
+
+  /** Open connections (stats current-connections). */
+  get connections(): number {
+    return this.counters.sum(ROW_CONNECTIONS);
+  }
+
+  /** Connections blocked in a reserve, in a shard or in the fan-in (stats current-waiting). */
+  get waiting(): number {
+    return this.counters.sum(ROW_PARKED) + this.counters.sum(ROW_FAN_WAITING);
+  }
+
+  /** Command `cmd`'s count over every thread. */
+  cmdCount(cmd: number): number {
+    return this.counters.sum(cmd);
+  }
+
+  /** SIGUSR1: puts answer DRAINING (one shared word). */
+  get draining(): boolean {
+    return this.counters.draining;
+  }
+
+  set draining(on: boolean) {
+    this.counters.draining = on;
   }
 
   /** A new connection (made with a connection id from Router.newConnId). */
   opened(s: BeanstalkConn): void {
-    this.totalConnections++;
+    this.row[ROW_TOTAL_CONNECTIONS]++;
+    this.row[ROW_CONNECTIONS]++;
     this.sessions.set(s.connId, s);
     this.router.conns.set(s.connId, s);
   }
@@ -46,10 +201,11 @@ export class BeanstalkServer {
   closed(s: BeanstalkConn): void {
     const router = this.router;
     this.sessions.delete(s.connId);
+    this.row[ROW_CONNECTIONS]--;
     if (s.reserveAttempt !== null) router.reserves.fan.cancel(s.reserveAttempt);
-    if (s.isProducer) this.producers--;
+    if (s.isProducer) this.row[ROW_PRODUCERS]--;
     if (s.isWorker) {
-      this.workers--;
+      this.row[ROW_WORKERS]--;
       // Give back every job it holds and end a reserve it left waiting in a shard; the request
       // queues behind everything it sent. It stays in router.conns until every shard answered.
       router.releaseHeld(s.connId);
@@ -58,12 +214,8 @@ export class BeanstalkServer {
     }
     // beanstalkd's connclose order: the watch set (ms_clear), then the used tube. Tubes freed
     // on the way leave list-tubes in that order.
-    s.watch.clear((t) => {
-      t.watching--;
-      router.tubes.release(t);
-    });
-    s.use.using--;
-    router.tubes.release(s.use);
+    s.watch.clear((t) => router.tubes.release(t, 'watching'));
+    router.tubes.release(s.use, 'using');
   }
 
   /** Closes every connection (shutdown). */

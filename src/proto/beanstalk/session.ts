@@ -19,7 +19,7 @@
 // thread that owns the socket.
 
 import type { JobHolder, Router } from '../../route/router.ts';
-import type { BeanstalkServer } from './server.ts';
+import { type BeanstalkServer, ROW_PARKED, ROW_PRODUCERS, ROW_TOTAL_JOBS, ROW_WORKERS } from './server.ts';
 import { B_OUTPUT, B_PENDING, B_QUIT, Connection, type Transport } from '../connection.ts';
 import type { Tube } from '../../route/tubes.ts';
 import { Multiset } from '../../route/tubes.ts';
@@ -134,11 +134,10 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     this.server = server;
     this.router = server.router;
     this.parser = new Parser(this, server.router.config.jobSizeMax);
-    const def = server.router.tubes.findOrMake('default');
+    const def = server.router.tubes.acquire('default', 'using');
     this.use = def;
-    def.using++;
     this.watch.append(def);
-    def.watching++;
+    server.router.tubes.retain(def, 'watching');
   }
 
   // ---- requests to shards ----
@@ -189,7 +188,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     // beanstalkd makes the job, and so uses up a job id, before reading the body.
     if (!this.isProducer) {
       this.isProducer = true;
-      this.server.producers++;
+      this.server.row[ROW_PRODUCERS]++;
     }
     this.putNumberedLater = this.shardReserves > 0;
     this.putId = this.putNumberedLater ? 0 : this.router.ids.next();
@@ -208,8 +207,8 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     const p = this.parser;
     const tube = this.use;
     const id = this.putId;
-    tube.jobs++;
-    this.server.totalJobs++;
+    router.tubes.retain(tube, 'jobs');
+    this.server.row[ROW_TOTAL_JOBS]++;
     if (numbered) router.jobMap.set(id, tube.shard);
     // In memory (no -b), a put cannot fail once it is on its way to the shard, and everything
     // this or any client does next with the job goes through the same ring after it: answer now.
@@ -247,7 +246,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       case CMD_RESERVE_TIMEOUT: {
         if (!this.isWorker) {
           this.isWorker = true;
-          this.server.workers++;
+          this.server.row[ROW_WORKERS]++;
         }
         const timeoutSec = cmd === CMD_RESERVE ? -1 : p.timeoutSec;
         const groups = (this.watchGroups ??= groupByShard(this.watch.items));
@@ -299,20 +298,23 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         return;
       }
       case CMD_USE: {
-        const t = router.tubes.findOrMake(p.name);
+        const t = router.tubes.acquire(p.name, 'using');
         const old = this.use;
-        old.using--;
         this.use = t;
-        t.using++;
-        router.tubes.release(old);
+        router.tubes.release(old, 'using');
         this.answer(Buffer.from(`USING ${t.name}\r\n`, 'latin1'));
         return;
       }
       case CMD_WATCH: {
-        const t = router.tubes.findOrMake(p.name);
-        if (!this.watch.contains(t)) {
-          this.watch.append(t);
-          t.watching++;
+        let watched = false;
+        for (const w of this.watch.items) {
+          if (w.name === p.name) {
+            watched = true;
+            break;
+          }
+        }
+        if (!watched) {
+          this.watch.append(router.tubes.acquire(p.name, 'watching'));
           this.watchGroups = null;
         }
         this.answer(Buffer.from(`WATCHING ${this.watch.len}\r\n`, 'latin1'));
@@ -332,9 +334,8 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         }
         if (t !== undefined) {
           this.watch.remove(t);
-          t.watching--;
           this.watchGroups = null;
-          router.tubes.release(t);
+          router.tubes.release(t, 'watching');
         }
         this.answer(Buffer.from(`WATCHING ${this.watch.len}\r\n`, 'latin1'));
         return;
@@ -346,7 +347,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         this.answer(okYaml(yamlList(this.watch.items.map((t) => t.name))));
         return;
       case CMD_LIST_TUBES:
-        this.answer(okYaml(yamlList(router.tubes.all.items.map((t) => t.name))));
+        this.answer(okYaml(yamlList(router.tubes.names())));
         return;
       case CMD_STATS_TUBE: {
         const t = router.tubes.find(p.name);
@@ -475,7 +476,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   /** The reserve waits in its shard (stats: current-waiting, the tubes' current-waiting). */
   private parked(seq: number): void {
     this.parkedSeq = seq;
-    this.router.parkedCount++;
+    this.server.row[ROW_PARKED]++;
     for (const t of this.watch.items) t.parked++;
   }
 
@@ -484,7 +485,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     const seq = this.parkedSeq;
     if (seq < 0) return seq;
     this.parkedSeq = -1;
-    this.router.parkedCount--;
+    this.server.row[ROW_PARKED]--;
     for (const t of this.watch.items) t.parked--;
     return seq;
   }
@@ -602,7 +603,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         if (rk === R_JOB) {
           if (!this.isWorker) {
             this.isWorker = true;
-            this.server.workers++;
+            this.server.row[ROW_WORKERS]++;
           }
           this.reserved(seq, buf, at);
         } else {
@@ -665,7 +666,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
    */
   private dropped(kind: number, buf: Buffer, at: number): void {
     if (kind === K_PUT || kind === K_PUT_NUMBERED) {
-      this.server.totalJobs--;
+      this.server.row[ROW_TOTAL_JOBS]--;
       this.router.putDropped(replyId(buf, at), eventTube(buf, at));
     } else if (kind === K_DELETE) {
       this.inflightDeletes--;

@@ -59,9 +59,13 @@ function yaml(entries: readonly StatsEntry[]): string {
   return s;
 }
 
-/** stats-tube's keys, from the tube's shard's OP_STATS_TUBE reply at `at` and the main thread's counts. */
+/**
+ * stats-tube's keys, from the tube's shard's OP_STATS_TUBE reply at `at`, the tube table's counts
+ * (every thread's) and this thread's waiting reserves.
+ */
 export function tubeStatsEntries(t: Tube, buf: Buffer, at: number): StatsEntry[] {
   const n = (i: number): number => payloadF64(buf, at, i);
+  const c = t.counts();
   return [
     str('name', t.name),
     num('current-jobs-urgent', n(TUBE_URGENT)),
@@ -70,8 +74,8 @@ export function tubeStatsEntries(t: Tube, buf: Buffer, at: number): StatsEntry[]
     num('current-jobs-delayed', n(TUBE_DELAYED)),
     num('current-jobs-buried', n(TUBE_BURIED)),
     num('total-jobs', n(TUBE_TOTAL_JOBS)),
-    num('current-using', t.using),
-    num('current-watching', t.watching),
+    num('current-using', c.using),
+    num('current-watching', c.watching),
     num('current-waiting', t.waiting.len + t.parked),
     num('cmd-delete', n(TUBE_CMD_DELETE)),
     num('cmd-pause-tube', n(TUBE_CMD_PAUSE)),
@@ -105,7 +109,7 @@ export function addShardTotals(sums: Float64Array, buf: Buffer, at: number): voi
 }
 
 /** stats' keys, in beanstalkd's order: `sums` is every shard's OP_TOTALS (addShardTotals), the rest
- *  is read from the main thread now. */
+ *  is read now: the counters added up over every thread's row (ServerCounters), the tube table. */
 export function serverStatsEntries(server: BeanstalkServer, sums: Float64Array): StatsEntry[] {
   const router = server.router;
   const ru = process.resourceUsage();
@@ -117,17 +121,17 @@ export function serverStatsEntries(server: BeanstalkServer, sums: Float64Array):
     num('current-jobs-delayed', sums[TOTALS_DELAYED]),
     num('current-jobs-buried', sums[TOTALS_BURIED]),
   ];
-  for (const [key, cmd] of STATS_CMD_KEYS) e.push(num(key, server.cmdCounts[cmd]));
+  for (const [key, cmd] of STATS_CMD_KEYS) e.push(num(key, server.cmdCount(cmd)));
   const oldest = sums[TOTALS_BINLOG_OLDEST];
   e.push(
     num('job-timeouts', sums[TOTALS_JOB_TIMEOUTS]),
     num('total-jobs', server.totalJobs),
     num('max-job-size', router.config.jobSizeMax),
     num('current-tubes', router.tubes.count),
-    num('current-connections', server.sessions.size),
+    num('current-connections', server.connections),
     num('current-producers', server.producers),
     num('current-workers', server.workers),
-    num('current-waiting', router.waitingCount),
+    num('current-waiting', server.waiting),
     num('total-connections', server.totalConnections),
     num('pid', process.pid),
     str('version', `"${VERSION}"`),
@@ -140,13 +144,17 @@ export function serverStatsEntries(server: BeanstalkServer, sums: Float64Array):
     num('binlog-records-migrated', sums[TOTALS_BINLOG_MIGRATED]),
     num('binlog-records-written', sums[TOTALS_BINLOG_WRITTEN]),
     num('binlog-max-size', router.config.wal?.segmentBytesMax ?? 10485760),
-    { key: 'draining', text: server.draining ? 'true' : 'false', value: server.draining ? 1 : 0 },
+    draining(server.draining),
     str('id', server.instanceId),
     str('hostname', os.hostname()),
     str('os', os.version()),
     str('platform', os.machine()),
   );
   return e;
+}
+
+function draining(on: boolean): StatsEntry {
+  return { key: 'draining', text: on ? 'true' : 'false', value: on ? 1 : 0 };
 }
 
 export function formatServerStats(server: BeanstalkServer, sums: Float64Array): string {
