@@ -173,6 +173,13 @@ export class TubeTable {
   readonly shared: SharedArrayBuffer;
   readonly shards: number;
   private readonly i32: Int32Array;
+  /**
+   * A fixed-length view of the buffer as long as it was when made, for the operations without the
+   * lock (retain, release, isLive, the counts, the lock word itself): V8 runs Atomics on it about
+   * three times as fast as on the length-tracking i32. rec() makes it again when asked for an id
+   * beyond it (the buffer grew); the header is always in it.
+   */
+  private fixed: Int32Array;
   private readonly u8: Uint8Array;
   /** Whether this thread's last acquire() created the tube (tell its shard the name). */
   created = false;
@@ -183,6 +190,7 @@ export class TubeTable {
     this.shared = shared;
     this.canSleep = canSleep;
     this.i32 = new Int32Array(shared); // length-tracking: follows grow() from any thread
+    this.fixed = new Int32Array(shared, 0, shared.byteLength >> 2);
     this.u8 = new Uint8Array(shared);
     this.shards = Atomics.load(this.i32, H_SHARDS);
   }
@@ -234,7 +242,7 @@ export class TubeTable {
   // (The wait also has a timeout, as a belt over the braces.)
 
   private lock(): void {
-    const h = this.i32;
+    const h = this.fixed;
     if (Atomics.compareExchange(h, H_LOCK, 0, 1) === 0) return;
     let spins = 0;
     for (;;) {
@@ -254,7 +262,7 @@ export class TubeTable {
   }
 
   private unlock(): void {
-    const h = this.i32;
+    const h = this.fixed;
     Atomics.store(h, H_LOCK, 0);
     if (Atomics.load(h, H_SLEEPERS) !== 0) Atomics.notify(h, H_LOCK, 1);
   }
@@ -291,7 +299,7 @@ export class TubeTable {
   retain(id: number, field: TubeCountField): void {
     const off = fieldOffset(field);
     const r = this.rec(id);
-    const h = this.i32;
+    const h = this.fixed;
     if (Atomics.load(h, r + R_STATE) !== LIVE || Atomics.load(h, r + R_REFS) <= 0) {
       throw new Error(`TubeTable.retain: tube ${id} is not held`);
     }
@@ -306,7 +314,7 @@ export class TubeTable {
   release(id: number, field: TubeCountField): boolean {
     const off = fieldOffset(field);
     const r = this.rec(id);
-    const h = this.i32;
+    const h = this.fixed;
     const gen = Atomics.load(h, r + R_GEN);
     if (Atomics.load(h, r + R_STATE) !== LIVE) throw new Error(`TubeTable.release: tube ${id} is not live`);
     if (Atomics.sub(h, r + off, 1) <= 0) {
@@ -333,7 +341,7 @@ export class TubeTable {
   /** The shard has processed the drop of freed tube `id`: the id may now be reused. */
   dropped(id: number): void {
     const r = this.rec(id);
-    const h = this.i32;
+    const h = this.fixed;
     this.lock();
     try {
       if (Atomics.load(h, r + R_STATE) !== DROPPING) throw new Error(`TubeTable.dropped: tube ${id} was not freed`);
@@ -360,13 +368,13 @@ export class TubeTable {
   /** Whether `id` is still the live tube of generation `gen`. */
   isLive(id: number, gen: number): boolean {
     const r = this.rec(id);
-    return Atomics.load(this.i32, r + R_GEN) === gen && Atomics.load(this.i32, r + R_STATE) === LIVE;
+    return Atomics.load(this.fixed, r + R_GEN) === gen && Atomics.load(this.fixed, r + R_STATE) === LIVE;
   }
 
   /** The name of live tube `id`, or undefined if it is not live (any more). */
   name(id: number): string | undefined {
     const r = this.rec(id);
-    const h = this.i32;
+    const h = this.fixed;
     const u8 = this.u8;
     const gen = Atomics.load(h, r + R_GEN);
     if (Atomics.load(h, r + R_STATE) !== LIVE) return undefined;
@@ -380,17 +388,19 @@ export class TubeTable {
 
   /** The shard owning tube `id` (meaningful while it is live). */
   shard(id: number): number {
-    return Atomics.load(this.i32, this.rec(id) + R_SHARD);
+    const r = this.rec(id);
+    return Atomics.load(this.fixed, r + R_SHARD);
   }
 
   /** The generation of slot `id`: bumped each time a tube is created in it (first tube: 1). */
   gen(id: number): number {
-    return Atomics.load(this.i32, this.rec(id) + R_GEN);
+    const r = this.rec(id);
+    return Atomics.load(this.fixed, r + R_GEN);
   }
 
   counts(id: number): TubeCounts {
     const r = this.rec(id);
-    const h = this.i32;
+    const h = this.fixed;
     return {
       using: Atomics.load(h, r + R_USING),
       watching: Atomics.load(h, r + R_WATCHING),
@@ -429,22 +439,22 @@ export class TubeTable {
 
   /** Live tubes. */
   get count(): number {
-    return Atomics.load(this.i32, H_COUNT);
+    return Atomics.load(this.fixed, H_COUNT);
   }
 
   /** Slots ever used: every id so far is below it (ids at or above it are no tube's yet). */
   get highWater(): number {
-    return Atomics.load(this.i32, H_HWM);
+    return Atomics.load(this.fixed, H_HWM);
   }
 
   /** Freed tubes whose dropped() has not come yet. */
   get dropping(): number {
-    return Atomics.load(this.i32, H_DROPPING);
+    return Atomics.load(this.fixed, H_DROPPING);
   }
 
   /** Slots allocated now (grows by doubling). */
   get capacity(): number {
-    return Atomics.load(this.i32, H_CAP);
+    return Atomics.load(this.fixed, H_CAP);
   }
 
   /**
@@ -546,10 +556,13 @@ export class TubeTable {
   // ---- under the lock ----
 
   private rec(id: number): number {
-    if (!(Number.isInteger(id) && id >= 0 && id < Atomics.load(this.i32, H_HWM))) {
+    if (!(Number.isInteger(id) && id >= 0 && id < Atomics.load(this.fixed, H_HWM))) {
       throw new RangeError(`TubeTable: no tube id ${id}`);
     }
-    return HEADER_INTS + id * REC_INTS;
+    const r = HEADER_INTS + id * REC_INTS;
+    // The slot exists (id < hwm, and the buffer grows before hwm passes its end): see it.
+    if (r + REC_INTS > this.fixed.length) this.fixed = new Int32Array(this.shared, 0, this.shared.byteLength >> 2);
+    return r;
   }
 
   private lookup(name: string, hash: number): number {
