@@ -31,6 +31,8 @@ Options:
               of its own (default: cores - 1, at least 1; here ${shardsDefault()})
  --all-shards-on-threads  the first shard on a thread of its own too (the connections' thread then
               only parses and routes; for comparisons and heavy pipelined load on many cores)
+ --connection-threads  serve beanstalk connections on one thread per shard, each running its shard
+              (the main thread accepts and hands sockets over; workq and HTTP stay on it)
  -V           increase verbosity (info; -V debug; -VV trace)
  -v, --version  show version information
  -h, --help   show this help
@@ -63,6 +65,7 @@ try {
       'binlog-skip-corrupt': { type: 'boolean' },
       shards: { type: 'string' },
       'all-shards-on-threads': { type: 'boolean' },
+      'connection-threads': { type: 'boolean' },
       'workq-listen': { type: 'string' },
       'no-workq': { type: 'boolean' },
       http: { type: 'string' },
@@ -114,6 +117,7 @@ const server = await startServer({
   maxJobSize: intArg('-z', o.z, 0, 1024 * 1024 * 1024) ?? JOB_SIZE_DEFAULT,
   shards: intArg('--shards', o.shards, 1, 254) ?? shardsDefault(),
   shardHere: !(o['all-shards-on-threads'] ?? false),
+  connectionThreads: o['connection-threads'] ?? false,
   binlogDir: o.b,
   fsyncMs: intArg('-f', o.f, 0, 86_400_000),
   noFsync: o.F ?? false,

@@ -10,7 +10,9 @@ import { lockDir, type DirLock } from '../workers/wal/lock.ts';
 import { recover, removeGenerationsBefore, WalCorruptError, type RecoveredJob, type RecoverResult } from '../workers/wal/reader.ts';
 import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
 import { makeLogger, type Logger } from './log.ts';
-import { listenBeanstalk, listenWorkq } from './net/listener.ts';
+import { listenBeanstalk, listenTcp, listenWorkq } from './net/listener.ts';
+import { ConnectionThreads } from './net/threads.ts';
+import { mainSite, makeMesh } from './route/shards.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
 import { HTTP_METRICS_TUBES_DEFAULT, OpsHttp } from './ops/http.ts';
 
@@ -51,6 +53,12 @@ export interface ServerOptions {
    * 2026-11-26; kept for comparisons).
    */
   shardHere?: boolean;
+  /**
+   * Serve beanstalk connections on several threads: one per shard, each running its shard (a
+   * command on its tubes costs no hop); the main thread accepts and hands each socket to one of
+   * them in turn, and keeps workq and the HTTP port. Default false.
+   */
+  connectionThreads?: boolean;
   /** Bytes of each main↔shard ring (default RING_BYTES_DEFAULT). */
   ringBytes?: number;
   /** Request bytes queued per shard before connections stop parsing (default BACKLOG_BYTES_DEFAULT). */
@@ -148,8 +156,21 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
     };
   }
 
-  const router = new Router({ shards, jobSizeMax: opts.maxJobSize ?? JOB_SIZE_DEFAULT, wal, logLevel, walFaults: opts.walFaults, here: opts.shardHere === false ? null : 0, ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes });
+  const jobSizeMax = opts.maxJobSize ?? JOB_SIZE_DEFAULT;
+  // Connection threads: a mesh of rings between one thread per shard and this one (which runs no shard).
+  const mesh = opts.connectionThreads === true ? makeMesh(shards) : null;
+  const router = new Router({
+    shards, jobSizeMax, wal, logLevel, walFaults: opts.walFaults, here: opts.shardHere === false ? null : 0,
+    ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes, mesh: mesh === null ? undefined : { mesh, site: mainSite(mesh) },
+  });
   const beanstalk = new BeanstalkServer(router);
+  const threads = mesh === null ? null : new ConnectionThreads(
+    { mesh, shared: router.shared, counters: beanstalk.counters.shared, jobSizeMax, wal, logLevel, walFaults: opts.walFaults, backlogBytes: opts.backlogBytes },
+    (site, err) => {
+      log.fatal({ site, err }, 'a connection thread died; exiting');
+      process.exit(70);
+    },
+  );
   router.onFatal = (shard, err) => {
     // Its queues are gone from memory: serving on would answer wrongly. Exit; with -b the log
     // still holds every acknowledged job for the next start.
@@ -160,6 +181,7 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
   let workqServer: net.Server | null = null;
   try {
     await router.pool.ready();
+    await threads?.ready();
     if (recovered !== null && wal !== undefined) {
       // Every live job goes to the shard its tube hashes to now (the shard count may have
       // changed), which writes it into the new generation; once that is durable, the old
@@ -173,7 +195,9 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
       log.info({ jobs: ids.length, workqJobs: recovered.wqJobs.size, nextId: router.ids.peek(), records: recovered.records, dir: wal.dir }, 'recovered from the write-ahead log');
       recovered = null;
     }
-    server = await listenBeanstalk(beanstalk, host, opts.port ?? PORT_DEFAULT, log);
+    server = threads === null
+      ? await listenBeanstalk(beanstalk, host, opts.port ?? PORT_DEFAULT, log)
+      : await listenTcp(host, opts.port ?? PORT_DEFAULT, (socket) => threads.hand(socket));
     if (opts.workq) {
       try {
         workqServer = await listenWorkq(router, opts.workq.host, opts.workq.port, log);
@@ -187,13 +211,14 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
       }
     }
   } catch (err) {
+    await threads?.close();
     await router.close();
     lock?.unlock();
     throw err;
   }
   const addr = server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-  log.info({ host, port, shards, shardThreads: router.pool.threadCount }, 'listening (beanstalk)');
+  log.info({ host, port, shards, shardThreads: router.pool.threadCount, connectionThreads: threads?.count ?? 0 }, 'listening (beanstalk)');
   let workqPort: number | null = null;
   if (workqServer !== null) {
     const waddr = workqServer.address();
@@ -232,6 +257,7 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
         ).concat([Promise.resolve().then(() => { for (const s of sockets) s.destroy(); })]),
       );
       beanstalk.closeAll();
+      await threads?.close();
       await opsClosed;
       await router.close();
       lock?.unlock();

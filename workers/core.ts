@@ -11,7 +11,7 @@ import {
   OP_EXPIRE, OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
   OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_RESTORE, R_BEST, R_JOB,
   R_NONE, R_NUMS, R_OK, R_TUBES, RecordWriter, REPLY_FLAG_UNLOGGED, OP_LIST_JOBS, OP_CLEAR_TUBE, LIST_JOBS_MAX,
-  LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS, OP_RESERVE_WAIT, OP_CANCEL_WAIT, OP_TAKE_ID, R_PARKED,
+  LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS, OP_RESERVE_WAIT, OP_CANCEL_WAIT, OP_TAKE_ID, OP_FAN_WAIT, R_PARKED,
   R_DEFERRED, R_DROPPED, E_RESERVED, E_WAIT_END, E_DEFERRED, END_DEADLINE_SOON, END_TIMED_OUT, RESERVE_FOREVER,
   DEADLINE_SOON_MS,
 } from '../src/shared/records.ts';
@@ -85,6 +85,7 @@ export class ShardCore {
   /** Reserves waiting in this shard, and the requests their connections sent after them. */
   readonly waits = new ShardWaits();
   private readonly endedWaits: Waiter[] = [];
+  private readonly announce: number[] = [];
   private readonly ids: JobIds;
   /** This batch's replies and events, in order. */
   readonly out = new RecordWriter();
@@ -353,6 +354,9 @@ export class ShardCore {
     const waits = this.waits;
     while (waits.anyPoked) {
       const tubes = waits.takePoked();
+      const announce = this.announce;
+      announce.length = 0;
+      for (let i = 0; i < tubes.length; i++) if (waits.hasInterest(tubes[i])) announce.push(tubes[i]);
       let n = tubes.length;
       for (;;) {
         let k = 0;
@@ -368,6 +372,8 @@ export class ShardCore {
         this.replyJob(id, more, engine.deadlineOf(id), w.conn, 0, E_RESERVED);
         this.applyKept(w, now);
       }
+      // What the waiters here left: reserves over several shards waiting on other threads hear of it.
+      for (const t of announce) if (engine.peekReady(t) !== 0 && !engine.isPaused(t, now)) this.out.header(E_READY, 0, 0, t, 0, 0, 0);
     }
   }
 
@@ -476,6 +482,16 @@ export class ShardCore {
         // an id when beanstalkd would have read it.
         out.header(R_OK, 0, 0, 0, 0, 0, this.ids.next());
         return;
+      case OP_FAN_WAIT: {
+        const tubes = this.readTubes(buf, at, a);
+        let ready = 0;
+        for (let i = 0; i < a; i++) {
+          this.waits.setInterest(tubes[i], b === 1);
+          if (b === 1 && ready === 0 && engine.peekReady(tubes[i]) !== 0 && !engine.isPaused(tubes[i], now)) ready = tubes[i] + 1;
+        }
+        out.header(R_OK, 0, 0, 0, ready === 0 ? 0 : 1, ready === 0 ? 0 : ready - 1, 0);
+        return;
+      }
       case OP_CANCEL_WAIT: {
         this.waits.refuseWaits(conn);
         const w = this.waits.of(conn);

@@ -51,6 +51,8 @@ export class ShardWaits {
   /** Tubes with waiters that may have gained a ready job since the last serve. */
   private readonly poked: number[] = [];
   private pokedMark = new Set<number>();
+  /** Reserves over several shards waiting on another thread, per tube (OP_FAN_WAIT): they hear of ready jobs by E_READY. */
+  private readonly interest = new Map<number, number>();
   /** Connections that can no longer wait (OP_CANCEL_WAIT): their reserves never park. */
   private readonly noWait = new Set<number>();
   /** No parked reserve ends before this instant (it may end later: a lower bound). */
@@ -143,9 +145,21 @@ export class ShardWaits {
     this.byTube.delete(tube);
   }
 
+  /** One more (`on`) or one fewer reserve over several shards waits on `tube` elsewhere. */
+  setInterest(tube: number, on: boolean): void {
+    const n = (this.interest.get(tube) ?? 0) + (on ? 1 : -1);
+    if (n > 0) this.interest.set(tube, n);
+    else this.interest.delete(tube);
+  }
+
+  /** Whether reserves waiting on another thread want to hear of ready jobs in `tube`. */
+  hasInterest(tube: number): boolean {
+    return this.interest.has(tube);
+  }
+
   /** Tube `tube` may have gained a ready job: serve() looks at it if anyone waits on it. */
   poke(tube: number): void {
-    if (!this.hasWaiters(tube) || this.pokedMark.has(tube)) return;
+    if ((!this.hasWaiters(tube) && !this.interest.has(tube)) || this.pokedMark.has(tube)) return;
     this.pokedMark.add(tube);
     this.poked.push(tube);
   }
@@ -155,15 +169,15 @@ export class ShardWaits {
   }
 
   /**
-   * The poked tubes that still have waiters, in `scratch` (a view valid until the next call).
-   * Only these can hold a ready job beside a waiter: a reserve parks only when none of its tubes
-   * offers a job, and every event that makes a job ready pokes its tube.
+   * The poked tubes that still have waiters or interest, in `scratch` (a view valid until the
+   * next call). Only these can hold a ready job beside a waiter: a reserve parks only when none
+   * of its tubes offers a job, and every event that makes a job ready pokes its tube.
    */
   takePoked(): Int32Array {
     let n = 0;
     for (const t of this.poked) {
       this.pokedMark.delete(t);
-      if (!this.hasWaiters(t)) continue;
+      if (!this.hasWaiters(t) && !this.interest.has(t)) continue;
       if (n === this.scratch.length) {
         const next = new Int32Array(n * 2);
         next.set(this.scratch);

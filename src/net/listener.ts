@@ -10,7 +10,7 @@ import type { Transport } from '../proto/connection.ts';
 import { WorkqSession } from '../proto/workq/session.ts';
 
 /** What a listener needs of a connection. */
-interface Conn {
+export interface Conn {
   /** `chunk` is valid only during the call (it may be the shared read buffer). */
   receive(chunk: Buffer): void;
   drained(): void;
@@ -56,28 +56,35 @@ function readIntoSharedBuffer(socket: net.Socket, onRead: (n: number, buf: Buffe
 /** Sockets that read into the shared buffer (a test checks that this Node takes that path). */
 export let sharedBufferSockets = 0;
 
-function listen(host: string, port: number, log: Logger, open: (connId: number, transport: Transport) => Conn, newConnId: () => number): Promise<net.Server> {
-  const server = net.createServer({ noDelay: true, allowHalfOpen: true, pauseOnConnect: true }, (socket) => {
-    const connId = newConnId();
-    const conn = open(connId, {
-      write: (data) => socket.write(data),
-      end: () => socket.end(),
-      pauseReading: () => socket.pause(),
-      resumeReading: () => socket.resume(),
-      bufferedOut: () => socket.writableLength,
-    });
-    log.debug({ conn: connId, remote: socket.remoteAddress }, 'accept');
-    if (readIntoSharedBuffer(socket, (n, buf) => conn.receive(buf.subarray(0, n)))) sharedBufferSockets++;
-    else socket.on('data', (chunk: Buffer) => conn.receive(chunk));
-    socket.on('drain', () => conn.drained());
-    socket.on('end', () => conn.halfClose());
-    socket.on('error', (err) => log.debug({ conn: connId, err: err.message }, 'socket error'));
-    socket.on('close', () => {
-      log.debug({ conn: connId }, 'close');
-      conn.close();
-    });
-    socket.resume();
+/**
+ * Wires an accepted socket, paused (pauseOnConnect), to a new connection `open` makes, and lets
+ * it read. On this thread or another: the main thread may hand a socket to a connection thread
+ * first (src/net/threads.ts).
+ */
+export function serveSocket(socket: net.Socket, connId: number, log: Logger, open: (connId: number, transport: Transport) => Conn): void {
+  const conn = open(connId, {
+    write: (data) => socket.write(data),
+    end: () => socket.end(),
+    pauseReading: () => socket.pause(),
+    resumeReading: () => socket.resume(),
+    bufferedOut: () => socket.writableLength,
   });
+  log.debug({ conn: connId, remote: socket.remoteAddress }, 'accept');
+  if (readIntoSharedBuffer(socket, (n, buf) => conn.receive(buf.subarray(0, n)))) sharedBufferSockets++;
+  else socket.on('data', (chunk: Buffer) => conn.receive(chunk));
+  socket.on('drain', () => conn.drained());
+  socket.on('end', () => conn.halfClose());
+  socket.on('error', (err) => log.debug({ conn: connId, err: err.message }, 'socket error'));
+  socket.on('close', () => {
+    log.debug({ conn: connId }, 'close');
+    conn.close();
+  });
+  socket.resume();
+}
+
+/** Listens on host:port; every accepted socket, paused, goes to `accept`. */
+export function listenTcp(host: string, port: number, accept: (socket: net.Socket) => void): Promise<net.Server> {
+  const server = net.createServer({ noDelay: true, allowHalfOpen: true, pauseOnConnect: true }, accept);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen({ host, port }, () => {
@@ -87,18 +94,21 @@ function listen(host: string, port: number, log: Logger, open: (connId: number, 
   });
 }
 
+function listen(host: string, port: number, log: Logger, open: (connId: number, transport: Transport) => Conn, newConnId: () => number): Promise<net.Server> {
+  return listenTcp(host, port, (socket) => serveSocket(socket, newConnId(), log, open));
+}
+
+/** A new beanstalk connection of `beanstalk` on this thread. */
+export function openBeanstalk(beanstalk: BeanstalkServer): (connId: number, transport: Transport) => Conn {
+  return (connId, transport) => {
+    const s = new Session(beanstalk, connId, transport);
+    beanstalk.opened(s);
+    return s;
+  };
+}
+
 export function listenBeanstalk(beanstalk: BeanstalkServer, host: string, port: number, log: Logger): Promise<net.Server> {
-  return listen(
-    host,
-    port,
-    log,
-    (connId, transport) => {
-      const s = new Session(beanstalk, connId, transport);
-      beanstalk.opened(s);
-      return s;
-    },
-    () => beanstalk.router.newConnId(),
-  );
+  return listen(host, port, log, openBeanstalk(beanstalk), () => beanstalk.router.newConnId());
 }
 
 export function listenWorkq(router: Router, host: string, port: number, log: Logger): Promise<net.Server> {

@@ -39,6 +39,8 @@ export interface ConnectionHost {
   backlogFull(): boolean;
   /** Call `c.roomAgain()` once the queues to the shards have drained enough. */
   waitForRoom(c: { roomAgain(): void }): void;
+  /** Hands the requests queued so far to the shards now (before the connection's socket is shut). */
+  flushRequests(): void;
 }
 
 /**
@@ -359,8 +361,12 @@ export abstract class Connection {
 
   protected closeAfterFlush(): void {
     this.flush();
-    this.transport.end();
+    // What the close gives back (held jobs, a reserve waiting in a shard) reaches the shards
+    // before the peer can see the connection end: beanstalkd has released them by then, and the
+    // peer may go on on another connection, served on another thread.
     this.close();
+    this.scheduler.flushRequests();
+    this.transport.end();
   }
 
   /** The peer shut its sending side: finish the commands already received, then close. */

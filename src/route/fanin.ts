@@ -100,6 +100,14 @@ export interface FanShards<Q extends FanQueue> {
   take(a: FanAttempt<Q>, shard: number, queues: readonly Q[], bounded: boolean): void;
   /** A shard's reply to one of those requests (sent with the attempt as its reply target). */
   reply(shard: number, kind: number, a: FanAttempt<Q>, buf: Buffer, at: number): void;
+  /**
+   * When connections are served on several threads, a put on another thread is not answered
+   * here, so nothing here would learn of its job: while `a` waits, `shard` is told to announce
+   * jobs made ready in `queues` (on), and told to stop when it no longer waits (off). Registering
+   * also looks at the queues once more: a job made ready before is found then (see the shard's
+   * OP_FAN_WAIT), so none slips between the look that found nothing and the registration.
+   */
+  interest?(a: FanAttempt<Q>, shard: number, queues: readonly Q[], on: boolean): void;
 }
 
 /** A job's place in the order: smaller keys first, then the smaller id. */
@@ -317,7 +325,14 @@ export class FanIn<Q extends FanQueue> {
     a.waiting = true;
     for (const q of a.queues) q.waiting.append(a);
     this.waitingCount++;
+    this.interest(a, true);
     this.arm(a);
+  }
+
+  private interest(a: FanAttempt<Q>, on: boolean): void {
+    const shards = this.shards;
+    if (shards.interest === undefined) return;
+    for (const shard of a.shards) shards.interest(a, shard, a.byShard[shard], on);
   }
 
   /** Ends `a` if its client cannot wait or its time is up; returns whether it did. */
@@ -338,6 +353,7 @@ export class FanIn<Q extends FanQueue> {
     a.waiting = false;
     for (const q of a.queues) q.waiting.remove(a);
     this.waitingCount--;
+    this.interest(a, false);
   }
 
   /** The attempt is over: no longer waiting, no timer. */
@@ -400,6 +416,7 @@ export class FanIn<Q extends FanQueue> {
     a.waiting = false;
     for (const other of a.queues) if (other !== q) other.waiting.remove(a);
     this.waitingCount--;
+    this.interest(a, false);
     a.wokenBy = q;
     this.attempt(a);
   }

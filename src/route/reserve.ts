@@ -7,10 +7,10 @@
 // one shard's best, a peek of each shard's best, a take under a bound) and what their replies mean.
 
 import {
-  bestPri, jobMore, jobTube, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, replyId, replyKind,
+  bestPri, jobMore, jobTube, okTube, OP_FAN_WAIT, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, replyId, replyKind,
 } from '../shared/records.ts';
 import { FanIn, type FanAttempt, type FanClient, type FanShards } from './fanin.ts';
-import type { ShardPool } from './shards.ts';
+import { NO_REPLY, type ShardPool } from './shards.ts';
 import type { Tube } from './tubes.ts';
 
 // The kinds of a reserve's requests: how Reserves.reply reads the reply to each.
@@ -20,6 +20,8 @@ export const K_RESERVE_TAKE = 2;
 export const K_RESERVE_PEEK = 3;
 /** A reserve under the bound of the other shards' best: R_JOB, or R_NONE (lost the race). */
 export const K_RESERVE_TAKE_BOUNDED = 4;
+/** Registering a waiting reserve's interest in a shard's tubes (OP_FAN_WAIT): R_OK. */
+export const K_RESERVE_INTEREST = 5;
 
 /** A beanstalk connection as a reserve sees it. */
 export interface ReserveClient extends FanClient {
@@ -34,11 +36,21 @@ export class Reserves implements FanShards<Tube> {
   /** Tube `tubeId` may have gained ready jobs (Router.readied). */
   private readonly readied: (tubeId: number) => void;
 
-  constructor(pool: ShardPool, readied: (tubeId: number) => void, flushSoon: () => void) {
+  /** Connections are served on several threads: waiting reserves register interest (FanShards.interest). */
+  readonly interest: FanShards<Tube>['interest'];
+
+  constructor(pool: ShardPool, readied: (tubeId: number) => void, flushSoon: () => void, severalThreads = false) {
     this.pool = pool;
     this.readied = readied;
+    this.interest = severalThreads ? this.tellInterest : undefined;
     this.fan = new FanIn<Tube>(this, flushSoon);
   }
+
+  private readonly tellInterest = (a: FanAttempt<Tube>, shard: number, tubes: readonly Tube[], on: boolean): void => {
+    const w = this.pool.request(shard, K_RESERVE_INTEREST, on ? a : NO_REPLY, 0);
+    w.header(OP_FAN_WAIT, tubes.length * 4, 0, tubes.length, on ? 1 : 0, 0, 0);
+    for (const t of tubes) w.u32(t.id);
+  };
 
   peek(a: FanAttempt<Tube>, shard: number, tubes: readonly Tube[]): void {
     const w = this.pool.request(shard, K_RESERVE_PEEK, a, 0);
@@ -57,6 +69,11 @@ export class Reserves implements FanShards<Tube> {
   /** A shard's reply to one of the requests above. */
   reply(shard: number, kind: number, a: FanAttempt<Tube>, buf: Buffer, at: number): void {
     const rk = replyKind(buf, at);
+    if (kind === K_RESERVE_INTEREST) {
+      // A job was ready when the interest was registered: whoever waits on its tube looks again.
+      if (okTube(buf, at) === 1) this.readied(buf.readUInt32LE(at + 20));
+      return;
+    }
     if (kind === K_RESERVE_PEEK) {
       if (rk === R_BEST) this.fan.peeked(a, shard, bestPri(buf, at), 0, 0, replyId(buf, at));
       else this.fan.peeked(a, shard, 0, 0, 0, 0);

@@ -12,10 +12,10 @@ import {
   eventTube, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME, OP_WAL_SYNC, R_OK, R_TUBES, replyId,
   replyKind, tubesAt, tubesCount,
 } from '../shared/records.ts';
-import { JobIds } from '../shared/jobids.ts';
-import { JobShardMap } from './jobmap.ts';
+import { JobIds, type JobIdsShared } from '../shared/jobids.ts';
+import { JobShardMap, type JobShardMapShared } from './jobmap.ts';
 import { Reserves } from './reserve.ts';
-import { NO_REPLY, type ReplyTarget, ShardPool } from './shards.ts';
+import { type Mesh, NO_REPLY, type ReplyTarget, ShardPool } from './shards.ts';
 import { TubeRegistry } from './tubes.ts';
 import { TubeTable } from './tubetable.ts';
 import { WorkqRouter } from './workq.ts';
@@ -32,6 +32,20 @@ export interface RouterConfig {
   logLevel?: string;
   /** Test hook passed to the shards (see workers/shard.ts). */
   walFaults?: SharedArrayBuffer;
+  /**
+   * Connections on several threads: the mesh of rings between them and which thread this is
+   * (see ShardPool), and the server-wide state every thread shares (made by the main thread's
+   * Router: its `shared`).
+   */
+  mesh?: { mesh: Mesh; site: number };
+  shared?: RouterShared;
+}
+
+/** The routing state every thread of a server shares, all in SharedArrayBuffers (for workerData). */
+export interface RouterShared {
+  readonly ids: JobIdsShared;
+  readonly jobMap: JobShardMapShared;
+  readonly tubes: SharedArrayBuffer;
 }
 
 /** A connection that holds reserved jobs, and whose reserves may wait in shards. */
@@ -58,7 +72,7 @@ export class Router {
   readonly config: RouterConfig;
   readonly pool: ShardPool;
   readonly tubes: TubeRegistry;
-  readonly jobMap = new JobShardMap();
+  readonly jobMap: JobShardMap;
   /** Reserves over watched tubes on several shards (the fan-in; a reserve over one shard's tubes waits there). */
   readonly reserves: Reserves;
   /** workq: UUIDs, queues, leases across shards, run / result waiters. */
@@ -72,8 +86,10 @@ export class Router {
   /** In memory only: puts, and deletes/releases/buries of a held job, are answered before the shard replies. */
   readonly earlyAck: boolean;
   /** Job ids: one server-wide sequence, shared with the shards (they number puts kept behind a waiting reserve). */
-  readonly ids = new JobIds();
-  private nextConnId = 1;
+  readonly ids: JobIds;
+  /** Connection ids are numbered per thread: id % sites is the thread (site) that serves it. */
+  private nextConnId: number;
+  private readonly sites: number;
 
   private dirty: { flush(): void }[] = [];
   private flushScheduled = false;
@@ -81,6 +97,10 @@ export class Router {
   constructor(config: RouterConfig) {
     this.config = config;
     this.earlyAck = config.wal === undefined;
+    this.ids = config.shared !== undefined ? JobIds.attach(config.shared.ids) : new JobIds();
+    this.jobMap = config.shared !== undefined ? JobShardMap.attach(config.shared.jobMap) : new JobShardMap();
+    this.sites = config.mesh !== undefined ? config.mesh.mesh.shards + 1 : 1;
+    this.nextConnId = config.mesh !== undefined ? this.sites + config.mesh.site : 1;
     this.pool = new ShardPool(
       {
         shards: config.shards,
@@ -89,6 +109,7 @@ export class Router {
         backlogBytes: config.backlogBytes,
         config: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults, ids: this.ids.shared },
         schedule: () => this.flushSoon(),
+        mesh: config.mesh,
       },
       {
         event: (shard, buf, at) => this.onEvent(shard, buf, at),
@@ -98,8 +119,8 @@ export class Router {
     );
     this.workq = new WorkqRouter(this.pool, config.shards, () => this.flushSoon(), this.earlyAck);
     // The tube registry's shared state (this.tubes.shared for another thread).
-    this.tubes = new TubeRegistry(TubeTable.create({ shards: config.shards }));
-    this.reserves = new Reserves(this.pool, (tubeId) => this.readied(tubeId), () => this.flushSoon());
+    this.tubes = new TubeRegistry(config.shared !== undefined ? TubeTable.attach(config.shared.tubes) : TubeTable.create({ shards: config.shards }));
+    this.reserves = new Reserves(this.pool, (tubeId) => this.readied(tubeId), () => this.flushSoon(), config.mesh !== undefined);
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');
       const w = this.pool.request(t.shard, 0, NO_REPLY, 0);
@@ -165,7 +186,14 @@ export class Router {
   };
 
   newConnId(): number {
-    return this.nextConnId++;
+    const id = this.nextConnId;
+    this.nextConnId += this.sites;
+    return id;
+  }
+
+  /** What another thread's Router attaches to (RouterConfig.shared). */
+  get shared(): RouterShared {
+    return { ids: this.ids.shared, jobMap: this.jobMap.shared, tubes: this.tubes.table.shared };
   }
 
   // ---- output batching: one socket write per connection per turn (ConnectionHost) ----
@@ -173,6 +201,10 @@ export class Router {
   markDirty(s: { flush(): void }): void {
     this.dirty.push(s);
     this.flushSoon();
+  }
+
+  flushRequests(): void {
+    this.pool.flush();
   }
 
   backlogFull(): boolean {
@@ -191,8 +223,11 @@ export class Router {
 
   private readonly flushNow = (): void => {
     this.flushScheduled = false;
-    this.flushOutputs();
+    // Requests before replies: a reply written now may depend on a request of this turn (an early
+    // INSERTED, RELEASED...), and the client it reaches may tell another one, whose connection may
+    // be served on another thread: the request must be published first.
     this.pool.flush();
+    this.flushOutputs();
   };
 
   flushOutputs(): void {

@@ -13,7 +13,8 @@
 import { Worker } from 'node:worker_threads';
 import { Doorbell } from '../shared/doorbell.ts';
 import {
-  E_READY, E_WQ_GONE, E_WQ_READY, eventConn, isEvent, RecordReader, RecordWriter, recordEnd, replyKind,
+  E_READY, E_WQ_GONE, E_WQ_READY, eventConn, HEADER_BYTES, isEvent, OP_BATCH, RecordReader, RecordWriter, recordEnd,
+  replyKind,
 } from '../shared/records.ts';
 import { Ring } from '../shared/ring.ts';
 import { ShardCore, type ShardConfig } from '../../workers/core.ts';
@@ -44,6 +45,8 @@ export interface Mesh {
   readonly replies: readonly (readonly (SharedArrayBuffer | null)[])[];
   /** Per shard: its log's fsync durations (where the shard runs writes them). */
   readonly fsyncs: readonly Float64Array[];
+  /** The batches' numbers: one BigInt64 counter every site takes from (see Source). */
+  readonly clock: SharedArrayBuffer;
 }
 
 export function makeMesh(shards: number, ringBytes = MESH_RING_BYTES_DEFAULT): Mesh {
@@ -61,11 +64,18 @@ export function makeMesh(shards: number, ringBytes = MESH_RING_BYTES_DEFAULT): M
     }
   }
   const fsyncs = Array.from({ length: shards }, () => newHistogram(true));
-  return { shards, bells, requests, replies, fsyncs };
+  return { shards, bells, requests, replies, fsyncs, clock: new SharedArrayBuffer(64) };
 }
 
 /** The site of the main thread in a mesh. */
 export const mainSite = (mesh: Mesh): number => mesh.shards;
+
+/** The offset of `r`'s next whole record without taking it, or -1. */
+function peekRecord(r: RecordReader): number {
+  const avail = r.end - r.start;
+  if (avail < HEADER_BYTES || avail < r.buf.readUInt32LE(r.start)) return -1;
+  return r.start;
+}
 
 /** Where an event goes: a site, or every site. */
 const EVERY_SITE = -1;
@@ -123,13 +133,18 @@ class RingLink implements ShardLink {
   readonly hops = newHistogram(false);
   /** When the oldest batch not yet answered entered the ring (performance.now(); 0: none). */
   private sentAt = 0;
+  /** A mesh's clock: each batch starts with an OP_BATCH record carrying a number from it. */
+  private readonly clock: BigInt64Array | null;
+  private readonly marker: RecordWriter | null;
 
-  constructor(index: number, toShard: Ring, fromShard: Ring, bell: Doorbell, fsyncs: Float64Array) {
+  constructor(index: number, toShard: Ring, fromShard: Ring, bell: Doorbell, fsyncs: Float64Array, clock: BigInt64Array | null = null) {
     this.index = index;
     this.toShard = toShard;
     this.fromShard = fromShard;
     this.bell = bell;
     this.fsyncs = fsyncs;
+    this.clock = clock;
+    this.marker = clock === null ? null : new RecordWriter(HEADER_BYTES);
   }
 
   backlog(): number {
@@ -139,6 +154,15 @@ class RingLink implements ShardLink {
   flush(): void {
     const w = this.writer;
     if (w.len === this.flushed || this.held) return;
+    if (this.flushed === 0 && this.marker !== null) {
+      // A new batch: its number is taken now, after everything this thread published before, so
+      // a batch published later anywhere (one that may depend on it) gets a larger one.
+      if (this.toShard.writable() < HEADER_BYTES + 1) return;
+      const m = this.marker;
+      m.reset();
+      m.header(OP_BATCH, 0, 0, 0, 0, 0, Number(Atomics.add(this.clock as BigInt64Array, 0, 1n)));
+      this.toShard.write(m.buf, 0, HEADER_BYTES);
+    }
     const n = this.toShard.write(w.buf, this.flushed, w.len - this.flushed);
     this.flushed += n;
     if (this.flushed === w.len) {
@@ -245,6 +269,7 @@ class HereShard implements ShardLink {
 
   flush(): void {
     if (this.busy || this.closed) return;
+    if (this.writer.len > 0 && !this.held) this.beforeLocal();
     this.busy = true;
     try {
       while (this.writer.len > 0 && !this.held) {
@@ -264,33 +289,30 @@ class HereShard implements ShardLink {
     }
   }
 
+  /** Mesh: before a batch of this site's own requests, the other sites' published ones (ShardPool.serveSources). */
+  beforeLocal: () => void = () => {};
+
   /**
-   * Applies every request another site has put in `ring` (a mesh), batch by batch; their replies
-   * go back to that site. Returns whether it read anything.
+   * Applies one batch another site has sent (a mesh): the requests in `reader` up to its next
+   * OP_BATCH record or its end; their replies go back to that site.
    */
-  serve(site: number, ring: Ring, reader: RecordReader): boolean {
-    if (this.closed) return false;
-    let got = false;
+  serveBatch(site: number, reader: RecordReader): void {
+    if (this.closed) return;
     const wasBusy = this.busy;
     this.busy = true;
     try {
-      for (;;) {
-        reader.prepare(64 * 1024);
-        const n = ring.read(reader.buf, reader.end, reader.buf.length - reader.end);
-        if (n === 0) break;
-        reader.end += n;
-        got = true;
-        const now = Date.now();
-        let at: number;
-        while ((at = reader.next()) !== -1) this.core.handle(reader.buf, at, now);
-        this.endBatch(now, site);
+      const now = Date.now();
+      const buf = reader.buf;
+      for (let at = peekRecord(reader); at !== -1 && buf[at + 4] !== OP_BATCH; at = peekRecord(reader)) {
+        reader.next();
+        this.core.handle(buf, at, now);
       }
+      this.endBatch(now, site);
     } catch (err) {
       this.handler.fatal(this.index, err as Error);
     } finally {
       this.busy = wasBusy;
     }
-    return got;
   }
 
   /** Runs the clock, writes the log, and sends the batch's replies (to `source`) and events on, in order. */
@@ -382,6 +404,35 @@ class Source {
     return this.out.len > this.flushed;
   }
 
+  /** The number of the batch being read (from its OP_BATCH record). */
+  private seq = -1;
+
+  /** Reads what the ring holds into the reader; whether it read anything. */
+  pull(): boolean {
+    const r = this.reader;
+    r.prepare(64 * 1024);
+    const n = this.requests.read(r.buf, r.end, r.buf.length - r.end);
+    r.end += n;
+    return n > 0;
+  }
+
+  /** The number of the batch the next whole record belongs to; -1 if none is whole yet. */
+  headSeq(): number {
+    const at = peekRecord(this.reader);
+    if (at === -1) return -1;
+    return this.reader.buf[at + 4] === OP_BATCH ? this.reader.buf.readDoubleLE(at + 24) : this.seq;
+  }
+
+  /** Steps over the OP_BATCH record that starts the next batch, if there is one. */
+  beginBatch(): void {
+    const r = this.reader;
+    const at = peekRecord(r);
+    if (at !== -1 && r.buf[at + 4] === OP_BATCH) {
+      this.seq = r.buf.readDoubleLE(at + 24);
+      r.next();
+    }
+  }
+
   /** Copies what fits of `out` into the ring and rings the site. */
   publish(): void {
     const out = this.out;
@@ -446,6 +497,7 @@ export class ShardPool {
       }
     } else {
       const { mesh, site } = m;
+      const clock = new BigInt64Array(mesh.clock, 0, 1);
       this.site = site;
       this.sites = mesh.shards + 1;
       this.mainSite = mainSite(mesh);
@@ -454,10 +506,11 @@ export class ShardPool {
         if (i === site) {
           const here = new HereShard({ ...opts.config, index: i, fsyncHistogram: mesh.fsyncs[i] }, site, handler, this.emit);
           here.onClock = () => this.publish();
+          here.beforeLocal = () => this.serveSources();
           this.links.push(here);
         } else {
           const link = new RingLink(i, Ring.attach(mesh.requests[site][i] as SharedArrayBuffer),
-            Ring.attach(mesh.replies[site][i] as SharedArrayBuffer), Doorbell.attach(mesh.bells[i]), mesh.fsyncs[i]);
+            Ring.attach(mesh.replies[site][i] as SharedArrayBuffer), Doorbell.attach(mesh.bells[i]), mesh.fsyncs[i], clock);
           this.remote.push(link);
           this.links.push(link);
         }
@@ -541,6 +594,43 @@ export class ShardPool {
     }
   };
 
+  /**
+   * Mesh: applies every request the other sites have published to the shard here, batch by
+   * batch in the order of their numbers. Why that order is enough: a thread publishes a request
+   * before it sends any reply that depends on it, and numbers a batch (the mesh's clock) just
+   * before publishing it; so whatever a request may depend on (another client was told of it)
+   * was published, with a smaller number, before that request's batch got its number. Reading
+   * every ring until a whole pass finds nothing new sees every such earlier batch (it was
+   * published before anything read in that pass), and the smallest number goes first. The
+   * requests of this site's own connections go after (HereShard.beforeLocal), for the same
+   * reason. Returns whether it applied anything.
+   */
+  serveSources(): boolean {
+    const here = this.links[this.site] as HereShard;
+    let any = false;
+    for (;;) {
+      for (let pulled = true; pulled; ) {
+        pulled = false;
+        for (const src of this.sources) if (src.pull()) pulled = true;
+      }
+      let best: Source | null = null;
+      let bestSeq = Infinity;
+      for (const src of this.sources) {
+        const seq = src.headSeq();
+        if (seq >= 0 && seq < bestSeq) {
+          best = src;
+          bestSeq = seq;
+        }
+      }
+      if (best === null) break;
+      best.beginBatch();
+      here.serveBatch(best.site, best.reader);
+      any = true;
+    }
+    if (any) this.publish();
+    return any;
+  }
+
   /** Copies the replies and events for other sites into their rings. */
   private publish(): void {
     for (const src of this.sources) src.publish();
@@ -607,11 +697,7 @@ export class ShardPool {
   private readonly pump = (): void => {
     if (!this.running) return;
     let handled = false;
-    if (this.sources.length > 0) {
-      const here = this.links[this.site] as HereShard;
-      for (const src of this.sources) handled = here.serve(src.site, src.requests, src.reader) || handled;
-      this.publish();
-    }
+    if (this.sources.length > 0) handled = this.serveSources() || handled;
     for (const link of this.remote) {
       const r = link.reader;
       let read = false;

@@ -64,6 +64,13 @@ export const OP_RESERVE_WAIT = 31; //  conn, a=tube count, b=timeout (s), c=RESE
 //                                     until then conn's later requests are kept, answered R_DEFERRED, and applied after
 //                                     it in order (their replies come as E_DEFERRED)
 export const OP_TAKE_ID = 51; //      conn: uses up a job id now (a put that failed behind a reserve that might wait). R_OK, id
+export const OP_FAN_WAIT = 52; //     a=tube count, b=1 (a reserve over several shards waits on these tubes) or 0 (no longer);
+//                                     payload u32[count] tube ids. While such reserves wait on another thread, a job made
+//                                     ready in one of these tubes (and left there) sends E_READY. R_OK: b = 1 and c = a tube
+//                                     that has a ready job now (registering: the caller looks again), else b = 0
+export const OP_BATCH = 53; //         id = the batch's number (a mesh's clock): the requests after it, up to the next
+//                                     OP_BATCH, were handed over at once; a shard applies the batches of all its rings in
+//                                     the order of their numbers (see src/route/shards.ts). Never reaches a ShardCore
 export const OP_CANCEL_WAIT = 50; //   conn: conn can no longer wait (its peer shut its sending side): a reserve parked now
 //                                     or later ends at once (E_WAIT_END END_TIMED_OUT). R_OK
 /** Most jobs one OP_LIST_JOBS page holds. */

@@ -288,6 +288,9 @@ describe.each(targets())('$name: reserve', (target) => {
     const f = await fixture(target, ctx);
     const [a, b, p] = await f.conns(3);
     await a!.send('reserve-with-timeout -1\r\n');
+    // a waits first (with connections served on several threads, two commands sent at once by
+    // two connections may reach the shard in either order, as they may reach beanstalkd).
+    await statsWhen(p!, 'a waits', (st) => st['current-waiting'] === '1', ['current-waiting']);
     // 2^31 wraps to a negative int: also waits forever
     await b!.send('reserve-with-timeout 2147483648\r\n');
     await a!.expectNothing(1300);

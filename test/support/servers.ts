@@ -235,11 +235,12 @@ interface ShardstalkModule {
     shards?: number;
     maxJobSize?: number;
     logLevel?: string;
+    connectionThreads?: boolean;
   }): Promise<{ port: number; close(): Promise<void>; drain(): void }>;
 }
 
 /** Start shardstalk in this process on an ephemeral port. */
-export async function startShardstalk(shards: number, opts: ServerOptions = {}): Promise<RunningServer> {
+export async function startShardstalk(shards: number, opts: ServerOptions = {}, connectionThreads = false): Promise<RunningServer> {
   // Dynamic import through a computed URL: the suites must load (and run against beanstalkd)
   // while src/server.ts is still being written.
   const url = new URL('../../src/server.ts', import.meta.url).href;
@@ -254,11 +255,12 @@ export async function startShardstalk(shards: number, opts: ServerOptions = {}):
     port: 0,
     shards,
     logLevel: 'silent',
+    connectionThreads,
     ...(opts.maxJobSize !== undefined ? { maxJobSize: opts.maxJobSize } : {}),
   });
   let closed = false;
   return {
-    name: `shardstalk-${shards}`,
+    name: `shardstalk-${shards}${connectionThreads ? '-threads' : ''}`,
     port: srv.port,
     async drain() {
       srv.drain();
@@ -273,12 +275,13 @@ export async function startShardstalk(shards: number, opts: ServerOptions = {}):
 
 function makeTarget(name: string): Target {
   if (name === REFERENCE_NAME) return { name, reference: true, start: (o) => startReference(o) };
-  const m = /^shardstalk-(\d+)$/.exec(name);
+  const m = /^shardstalk-(\d+)(-threads)?$/.exec(name);
   if (m) {
     const shards = Number(m[1]);
-    return { name, reference: false, start: (o) => startShardstalk(shards, o) };
+    const threads = m[2] !== undefined;
+    return { name, reference: false, start: (o) => startShardstalk(shards, o, threads) };
   }
-  throw new Error(`unknown target "${name}" in TARGETS (known: ${ALL_TARGET_NAMES.join(', ')}, shardstalk-N)`);
+  throw new Error(`unknown target "${name}" in TARGETS (known: ${ALL_TARGET_NAMES.join(', ')}, shardstalk-N, shardstalk-N-threads)`);
 }
 
 /** The targets every suite iterates: all three unless TARGETS narrows the list. */

@@ -1,0 +1,52 @@
+// A connection thread (a "site"): runs one shard and serves the beanstalk connections the main
+// thread hands it (src/net/threads.ts). A command on its own shard's tubes is applied in the same
+// turn, with no hop; the other shards are behind the mesh's rings, and the other sites' requests
+// to this shard arrive the same way. The routing state every thread shares (job ids, the job →
+// shard map, the tube registry, the counters) is in shared memory made by the main thread.
+
+import { parentPort, workerData } from 'node:worker_threads';
+import type net from 'node:net';
+import { makeLogger } from '../log.ts';
+import { BeanstalkServer, ServerCounters } from '../proto/beanstalk/server.ts';
+import { Router } from '../route/router.ts';
+import { openBeanstalk, serveSocket } from './listener.ts';
+import { siteRow, type SiteData, type SiteMessage } from './threads.ts';
+
+const d = workerData as SiteData;
+const port = parentPort as NonNullable<typeof parentPort>;
+const log = makeLogger(d.logLevel).child({ site: d.site });
+const send = (m: SiteMessage): void => port.postMessage(m);
+
+const router = new Router({
+  shards: d.mesh.shards,
+  jobSizeMax: d.jobSizeMax,
+  wal: d.wal,
+  logLevel: d.logLevel,
+  walFaults: d.walFaults,
+  backlogBytes: d.backlogBytes,
+  mesh: { mesh: d.mesh, site: d.site },
+  shared: d.shared,
+});
+router.onFatal = (shard, err) => send({ type: 'fatal', shard, err: err.stack ?? err.message });
+const beanstalk = new BeanstalkServer(router, ServerCounters.attach(d.counters, siteRow(d.site)));
+const open = openBeanstalk(beanstalk);
+const sockets = new Set<net.Socket>();
+
+port.on('message', (m: { socket?: net.Socket } | 'close') => {
+  if (m === 'close') {
+    for (const s of sockets) s.destroy();
+    beanstalk.closeAll();
+    void router.close().then(() => {
+      send({ type: 'closed' });
+      port.close();
+    });
+    return;
+  }
+  const socket = m.socket;
+  if (socket === undefined) return;
+  sockets.add(socket);
+  socket.on('close', () => sockets.delete(socket));
+  serveSocket(socket, router.newConnId(), log, open);
+});
+
+send({ type: 'ready' });

@@ -1,0 +1,95 @@
+// Connection threads, the main thread's side: it starts one thread per shard (a "site",
+// src/net/thread.ts), each of which runs its shard and serves beanstalk connections; it accepts
+// every socket itself (so the port is bound once, and EADDRINUSE stays honest) and hands each to
+// a site. The main thread keeps what is not a beanstalk connection: workq, the HTTP port, the log's
+// recovery, signals.
+
+import type net from 'node:net';
+import { Worker } from 'node:worker_threads';
+import type { WalConfig } from '../../workers/wal/wal.ts';
+import type { Mesh } from '../route/shards.ts';
+import type { RouterShared } from '../route/router.ts';
+
+/** What a site is started with (its workerData). */
+export interface SiteData {
+  readonly site: number;
+  readonly mesh: Mesh;
+  readonly shared: RouterShared;
+  /** The beanstalk server's counters (ServerCounters' memory); the site writes row `site + 1`. */
+  readonly counters: SharedArrayBuffer;
+  readonly jobSizeMax: number;
+  readonly wal?: WalConfig;
+  readonly logLevel: string;
+  readonly walFaults?: SharedArrayBuffer;
+  readonly backlogBytes?: number;
+}
+
+/** A site's counters row: the main thread has row 0. */
+export const siteRow = (site: number): number => site + 1;
+
+/** Messages a site sends the main thread. */
+export type SiteMessage = { type: 'ready' } | { type: 'closed' } | { type: 'fatal'; shard: number; err: string };
+
+export class ConnectionThreads {
+  private readonly workers: Worker[] = [];
+  private readonly readies: Promise<void>[] = [];
+  private next = 0;
+  private closing = false;
+
+  /** Starts a site per shard; `fatal` is called if one dies (its shard's jobs are gone from memory). */
+  constructor(sites: Omit<SiteData, 'site'>, fatal: (site: number, err: string) => void) {
+    for (let site = 0; site < sites.mesh.shards; site++) {
+      const w = new Worker(new URL('./thread.ts', import.meta.url), { workerData: { ...sites, site } satisfies SiteData });
+      this.workers.push(w);
+      this.readies.push(
+        new Promise<void>((resolve, reject) => {
+          let started = false;
+          w.on('message', (m: SiteMessage) => {
+            if (m.type === 'ready') {
+              started = true;
+              resolve();
+            } else if (m.type === 'fatal') {
+              fatal(site, m.err);
+            }
+          });
+          w.once('error', (err) => {
+            if (!started) reject(err);
+            else fatal(site, err.stack ?? err.message);
+          });
+          w.once('exit', (code) => {
+            if (!this.closing) fatal(site, `exited with code ${code}`);
+          });
+        }),
+      );
+    }
+  }
+
+  get count(): number {
+    return this.workers.length;
+  }
+
+  ready(): Promise<void> {
+    return Promise.all(this.readies).then(() => undefined);
+  }
+
+  /** Hands an accepted socket (paused: pauseOnConnect) to the next site, in turn. */
+  hand(socket: net.Socket): void {
+    const w = this.workers[this.next];
+    this.next = (this.next + 1) % this.workers.length;
+    w.postMessage({ socket }, [socket as never]);
+  }
+
+  /** Each site closes its connections and its shard (its log), then exits. */
+  async close(): Promise<void> {
+    this.closing = true;
+    await Promise.all(
+      this.workers.map(
+        (w) =>
+          new Promise<void>((resolve) => {
+            w.once('exit', () => resolve());
+            w.postMessage('close');
+          }),
+      ),
+    );
+  }
+}
