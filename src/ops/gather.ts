@@ -1,8 +1,8 @@
 // The figures of `stats` and `stats-tube`, gathered for /metrics the way a connection's `stats`
 // and `stats-tube` gather them: one OP_TOTALS to every shard, one OP_STATS_TUBE to each tube's
 // shard, through the same request queues (so a scrape sees every request made before it), and
-// the main thread's own counters read when the last shard has answered. Nothing is counted per
-// command for this: a scrape only asks.
+// the server's counters (every thread's row, ServerCounters) and the tube table's counts read
+// when the last shard has answered. Nothing is counted per command for this: a scrape only asks.
 
 import type { BeanstalkServer } from '../proto/beanstalk/server.ts';
 import { addShardTotals, serverStatsEntries, tubeStatsEntries, type StatsEntry } from '../proto/beanstalk/stats.ts';

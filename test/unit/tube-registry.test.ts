@@ -159,8 +159,26 @@ describe('TubeRegistry over TubeTable', () => {
     expect(reg.find('b')).toBeUndefined();
     expect(b.live).toBe(false);
     // Per-thread state stays on each side's view.
-    a.parked = 2;
-    expect(oa.parked).toBe(0);
+    a.readyEpoch = 7;
+    expect(oa.readyEpoch).toBe(0);
+  });
+
+  it('a registry attached before the table grew reaches the tubes made after', () => {
+    const { reg } = registry(2); // 4 slots at first
+    const other = new TubeRegistry(TubeTable.attach(reg.shared));
+    expect(other.acquire('first', 'using').id).toBe(0);
+    const made = Array.from({ length: 100 }, (_, i) => reg.acquire(`n${i}`, 'watching'));
+    expect(reg.table.capacity).toBe(128);
+    const last = made[99]!;
+    const seen = other.get(last.id)!;
+    expect(seen.name).toBe('n99');
+    other.retain(seen, 'jobs');
+    expect(last.counts()).toEqual({ using: 0, watching: 1, jobs: 1, pinned: 0 });
+    reg.release(last, 'watching');
+    other.release(seen, 'jobs');
+    expect(reg.find('n99')).toBeUndefined();
+    expect(other.get(last.id)).toBeUndefined();
+    reg.table.invariants();
   });
 
   for (const seed of [7, 0xfeed]) {
