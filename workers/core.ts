@@ -11,7 +11,7 @@ import {
   OP_EXPIRE, OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
   OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_RESTORE, R_BEST, R_JOB,
   R_NONE, R_NUMS, R_OK, R_TUBES, RecordWriter, REPLY_FLAG_UNLOGGED, OP_LIST_JOBS, OP_CLEAR_TUBE, LIST_JOBS_MAX,
-  LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS, OP_RESERVE_WAIT, OP_CANCEL_WAIT, OP_TAKE_ID, OP_FAN_WAIT, R_PARKED,
+  LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS, OP_RESERVE_WAIT, OP_CANCEL_WAIT, OP_TAKE_ID, OP_FAN_WAIT, R_PARKED, TUBE_FIELDS, TUBE_WAITING,
   R_DEFERRED, R_DROPPED, E_RESERVED, E_WAIT_END, E_DEFERRED, END_DEADLINE_SOON, END_TIMED_OUT, RESERVE_FOREVER,
   DEADLINE_SOON_MS,
 } from '../src/shared/records.ts';
@@ -373,7 +373,11 @@ export class ShardCore {
         this.applyKept(w, now);
       }
       // What the waiters here left: reserves over several shards waiting on other threads hear of it.
-      for (const t of announce) if (engine.peekReady(t) !== 0 && !engine.isPaused(t, now)) this.out.header(E_READY, 0, 0, t, 0, 0, 0);
+      // (A tube the clock readied this batch gets its E_READY for everyone in afterBatch.)
+      for (const t of announce) {
+        if (t < this.readyMark.length && this.readyMark[t] !== 0) continue;
+        if (engine.peekReady(t) !== 0 && !engine.isPaused(t, now)) this.out.header(E_READY, 0, 0, t, 1, 0, 0);
+      }
     }
   }
 
@@ -637,7 +641,8 @@ export class ShardCore {
         return;
       case OP_STATS_TUBE:
         engine.tubeStats(a, now, nums);
-        this.replyNums(10);
+        nums[TUBE_WAITING] = this.waits.waitingOn(a) + this.waits.interestOn(a);
+        this.replyNums(TUBE_FIELDS);
         return;
       case OP_TOTALS:
         engine.totals(nums);

@@ -152,6 +152,11 @@ export class ShardWaits {
     else this.interest.delete(tube);
   }
 
+  /** Reserves over several shards waiting on `tube` (stats-tube). */
+  interestOn(tube: number): number {
+    return this.interest.get(tube) ?? 0;
+  }
+
   /** Whether reserves waiting on another thread want to hear of ready jobs in `tube`. */
   hasInterest(tube: number): boolean {
     return this.interest.has(tube);

@@ -324,8 +324,8 @@ export class FanIn<Q extends FanQueue> {
     if (this.due(a)) return;
     a.waiting = true;
     for (const q of a.queues) q.waiting.append(a);
-    this.waitingCount++;
     this.interest(a, true);
+    this.waitingCount++;
     this.arm(a);
   }
 

@@ -36,21 +36,23 @@ export class Reserves implements FanShards<Tube> {
   /** Tube `tubeId` may have gained ready jobs (Router.readied). */
   private readonly readied: (tubeId: number) => void;
 
-  /** Connections are served on several threads: waiting reserves register interest (FanShards.interest). */
-  readonly interest: FanShards<Tube>['interest'];
-
-  constructor(pool: ShardPool, readied: (tubeId: number) => void, flushSoon: () => void, severalThreads = false) {
+  constructor(pool: ShardPool, readied: (tubeId: number) => void, flushSoon: () => void) {
     this.pool = pool;
     this.readied = readied;
-    this.interest = severalThreads ? this.tellInterest : undefined;
     this.fan = new FanIn<Tube>(this, flushSoon);
   }
 
-  private readonly tellInterest = (a: FanAttempt<Tube>, shard: number, tubes: readonly Tube[], on: boolean): void => {
+  /**
+   * A waiting reserve tells each shard of its tubes (FanShards.interest): so a put answered on
+   * another thread wakes it, and stats-tube counts it there. Published at once: whoever sees
+   * the server count it as waiting (current-waiting) can only ask the shard after that.
+   */
+  interest(a: FanAttempt<Tube>, shard: number, tubes: readonly Tube[], on: boolean): void {
     const w = this.pool.request(shard, K_RESERVE_INTEREST, on ? a : NO_REPLY, 0);
     w.header(OP_FAN_WAIT, tubes.length * 4, 0, tubes.length, on ? 1 : 0, 0, 0);
     for (const t of tubes) w.u32(t.id);
-  };
+    this.pool.flush();
+  }
 
   peek(a: FanAttempt<Tube>, shard: number, tubes: readonly Tube[]): void {
     const w = this.pool.request(shard, K_RESERVE_PEEK, a, 0);

@@ -120,7 +120,7 @@ export class Router {
     this.workq = new WorkqRouter(this.pool, config.shards, () => this.flushSoon(), this.earlyAck);
     // The tube registry's shared state (this.tubes.shared for another thread).
     this.tubes = new TubeRegistry(config.shared !== undefined ? TubeTable.attach(config.shared.tubes) : TubeTable.create({ shards: config.shards }));
-    this.reserves = new Reserves(this.pool, (tubeId) => this.readied(tubeId), () => this.flushSoon(), config.mesh !== undefined);
+    this.reserves = new Reserves(this.pool, (tubeId) => this.readied(tubeId), () => this.flushSoon());
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');
       const w = this.pool.request(t.shard, 0, NO_REPLY, 0);
@@ -283,6 +283,9 @@ export class Router {
     } else if (kind === E_WQ_READY || kind === E_WQ_DONE || kind === E_WQ_GONE) {
       this.workq.onEvent(buf, at, shard);
     } else if (kind === E_READY) {
+      // An announcement (b = 1) meant for other threads: a shard on a thread of its own sends
+      // its events here whoever asked, and here every request is this thread's own.
+      if (this.config.mesh === undefined && eventReserves(buf, at) === 1) return;
       this.readied(eventTube(buf, at));
     } else if (kind === E_TIMED_OUT) {
       // The job stays held by the connection in its shard until OP_EXPIRE, sent once the

@@ -77,8 +77,9 @@ function peekRecord(r: RecordReader): number {
   return r.start;
 }
 
-/** Where an event goes: a site, or every site. */
+/** Where an event goes: a site, every site, or every site but the one whose request caused it. */
 const EVERY_SITE = -1;
+const OTHER_SITES = -2;
 
 /**
  * Request bytes queued for one shard beyond what its ring holds, before connections stop parsing
@@ -581,14 +582,18 @@ export class ShardPool {
     const kind = replyKind(buf, at);
     let dest = source;
     if (isEvent(kind)) {
-      if (this.sites === 1) dest = this.site;
+      const announced = kind === E_READY && buf.readUInt32LE(at + 16) === 1;
+      if (this.sites === 1) {
+        if (announced) return; // the only site is the one that sent the request
+        dest = this.site;
+      } else if (announced) dest = OTHER_SITES;
       else if (kind === E_READY) dest = EVERY_SITE;
       else if (kind >= E_WQ_READY && kind <= E_WQ_GONE) dest = this.mainSite;
       else dest = eventConn(buf, at) % this.sites;
     }
-    if (dest === this.site || dest === EVERY_SITE) this.deliver(link, buf, at);
-    if (dest === EVERY_SITE) {
-      for (const src of this.sources) src.out.bytes(buf, at, recordEnd(buf, at));
+    if (dest === this.site || dest === EVERY_SITE || (dest === OTHER_SITES && source !== this.site)) this.deliver(link, buf, at);
+    if (dest === EVERY_SITE || dest === OTHER_SITES) {
+      for (const src of this.sources) if (dest === EVERY_SITE || src.site !== source) src.out.bytes(buf, at, recordEnd(buf, at));
     } else if (dest !== this.site) {
       (this.sourceBySite[dest] as Source).out.bytes(buf, at, recordEnd(buf, at));
     }

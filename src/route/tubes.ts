@@ -2,8 +2,7 @@
 // them, which connections wait on them. What every thread shares (name <-> id, shard, the counts
 // that decide a tube's life, list-tubes order, id reuse) lives in a TubeTable (./tubetable.ts,
 // SharedArrayBuffer memory; `shared` hands it to another thread); this thread keeps a Tube object
-// per live tube it has seen, for what is its own (the fan-in's waiters and epoch, its reserves
-// parked in shards). The jobs themselves live on the shards; the table only counts them so a tube
+// per live tube it has seen, for what is its own (the fan-in's waiters and epoch). The jobs themselves live on the shards; the table only counts them so a tube
 // disappears exactly when beanstalkd's would (no user, no watcher, no job, no pin).
 
 import type { FanAttempt, FanQueue } from './fanin.ts';
@@ -24,8 +23,6 @@ export class Tube implements FanQueue {
   readonly waiting = new Multiset<FanAttempt<FanQueue>>();
   /** When the tube last signalled it may have ready jobs (the fan-in's epoch). */
   readyEpoch = 0;
-  /** Reserves of this thread's connections waiting on it in its shard (workers/waits.ts). */
-  parked = 0;
   private readonly table: TubeTable;
 
   constructor(table: TubeTable, id: number, gen: number, name: string, shard: number) {

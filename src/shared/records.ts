@@ -184,7 +184,8 @@ export const TUBE_CMD_DELETE = 6;
 export const TUBE_CMD_PAUSE = 7;
 export const TUBE_PAUSE = 8; //             the pause's length (s), 0 when not paused
 export const TUBE_PAUSE_LEFT = 9; //        seconds left of it
-export const TUBE_FIELDS = 10;
+export const TUBE_WAITING = 10; //           reserves waiting on it: in the shard, and over several shards (OP_FAN_WAIT)
+export const TUBE_FIELDS = 11;
 
 // workq replies:
 //   OP_WQ_ADD          R_OK a = 1 ready / 2 scheduled, b = queue
@@ -209,7 +210,9 @@ export const WQ_DONE_DUPLICATE = 2;
 /** Byte 5 of a reply: the change is made in memory but the write-ahead log could not store it. */
 export const REPLY_FLAG_UNLOGGED = 5;
 
-export const E_READY = 64; //     a = tube that gained ready jobs by the clock (delay end, TTR end, unpause)
+export const E_READY = 64; //     a = tube that gained ready jobs by the clock (delay end, TTR end, unpause); b = 1: by a
+//                                request, announced to the other threads whose reserves over several shards wait on the
+//                                tube (OP_FAN_WAIT): not for the thread that sent that request, which learns it from the reply
 export const E_TIMED_OUT = 65; // conn, a = tube, b = reserves, id: a reservation ran out of time; the job waits for OP_EXPIRE
 
 export const E_WQ_READY = 66; //  a = workq queue that gained ready jobs by the clock (schedule time, TTR requeue)

@@ -477,7 +477,6 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   private parked(seq: number): void {
     this.parkedSeq = seq;
     this.server.row[ROW_PARKED]++;
-    for (const t of this.watch.items) t.parked++;
   }
 
   /** It waits no more (answered, or the connection closed: then the shard ends it unanswered). */
@@ -486,7 +485,6 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     if (seq < 0) return seq;
     this.parkedSeq = -1;
     this.server.row[ROW_PARKED]--;
-    for (const t of this.watch.items) t.parked--;
     return seq;
   }
 

@@ -6,7 +6,7 @@ import type { Tube } from '../../route/tubes.ts';
 import {
   payloadF64, TOTALS_BINLOG_CURRENT, TOTALS_BINLOG_MIGRATED, TOTALS_BINLOG_OLDEST, TOTALS_BINLOG_WRITTEN, TOTALS_BURIED,
   TOTALS_DELAYED, TOTALS_JOB_TIMEOUTS, TOTALS_READY, TOTALS_RESERVED, TOTALS_URGENT, TUBE_BURIED, TUBE_CMD_DELETE,
-  TUBE_CMD_PAUSE, TUBE_DELAYED, TUBE_PAUSE, TUBE_PAUSE_LEFT, TUBE_READY, TUBE_RESERVED, TUBE_TOTAL_JOBS, TUBE_URGENT,
+  TUBE_CMD_PAUSE, TUBE_DELAYED, TUBE_PAUSE, TUBE_PAUSE_LEFT, TUBE_READY, TUBE_RESERVED, TUBE_TOTAL_JOBS, TUBE_URGENT, TUBE_WAITING,
 } from '../../shared/records.ts';
 import { VERSION } from '../../version.ts';
 import { STATS_CMD_KEYS } from './commands.ts';
@@ -60,8 +60,9 @@ function yaml(entries: readonly StatsEntry[]): string {
 }
 
 /**
- * stats-tube's keys, from the tube's shard's OP_STATS_TUBE reply at `at`, the tube table's counts
- * (every thread's) and this thread's waiting reserves.
+ * stats-tube's keys, from the tube's shard's OP_STATS_TUBE reply at `at` (its jobs, and the
+ * reserves waiting on it: in the shard, and over several shards, which tell the shard) and the
+ * tube table's counts (every thread's).
  */
 export function tubeStatsEntries(t: Tube, buf: Buffer, at: number): StatsEntry[] {
   const n = (i: number): number => payloadF64(buf, at, i);
@@ -76,7 +77,7 @@ export function tubeStatsEntries(t: Tube, buf: Buffer, at: number): StatsEntry[]
     num('total-jobs', n(TUBE_TOTAL_JOBS)),
     num('current-using', c.using),
     num('current-watching', c.watching),
-    num('current-waiting', t.waiting.len + t.parked),
+    num('current-waiting', n(TUBE_WAITING)),
     num('cmd-delete', n(TUBE_CMD_DELETE)),
     num('cmd-pause-tube', n(TUBE_CMD_PAUSE)),
     num('pause', n(TUBE_PAUSE)),
