@@ -29,11 +29,31 @@ describe('scripted sessions on beanstalkd', () => {
   });
 });
 
+/**
+ * Scripts whose transcripts differ, by design, when connections are served on several threads
+ * (README, "Differences from beanstalkd"): reserves over tubes of several shards wait on their
+ * connections' threads, so among such reserves on different threads the one served first is not
+ * beanstalkd's pick. For these the target must still hand every job out exactly once, as
+ * beanstalkd did, and answer every command.
+ */
+const THREADS_WAKE_ORDER = new Set(['workers with overlapping watch sets, blocked, served as jobs arrive']);
+
+/** The ids a transcript shows reserved, sorted. */
+function reservedIds(t: Transcript): number[] {
+  return t.lines.flatMap((l) => [...l.matchAll(/RESERVED (\d+) /g)].map((m) => Number(m[1]))).sort((x, y) => x - y);
+}
+
 describe.each(shardstalkTargets())('$name: scripted sessions match beanstalkd', (target) => {
   it.for(SCRIPTS.map((s) => s.name))('%s', async (name) => {
     const script = SCRIPTS.find((s) => s.name === name)!;
     // run the target while the reference run (if not done yet) goes on
     const [want, got] = await Promise.all([reference(name), runScript(target, script)]);
+    if (target.name.endsWith('-threads') && THREADS_WAKE_ORDER.has(name)) {
+      const missing = got.lines.filter((l) => l.includes('(no reply:') || l.endsWith('still open'));
+      expect(missing, got.lines.join('\n')).toEqual([]);
+      expect(reservedIds(got), got.lines.join('\n')).toEqual(reservedIds(want));
+      return;
+    }
     const diff = describeTranscriptDiff(want, got);
     if (diff !== null) expect.fail(`${diff}\n\nfull ${got.target} transcript:\n${got.lines.join('\n')}`);
   });

@@ -18,6 +18,7 @@ const CASES: Array<{ name: string; seed: number } & Omit<CrashOptions, 'seed' | 
   { name: '-f 0, shards 1 → 3 → 1, two kills', seed: 20250601, shards: [1, 3, 1], workMs: [300, 1000] },
   { name: '-f 0, 16 KiB segments (removal and compaction under load), shards 3 → 1 → 3, two kills', seed: 20250602, shards: [3, 1, 3], segmentBytes: 16384, workMs: [300, 1000] },
   { name: '-F (a process crash loses nothing written), shards 3 → 1, one kill', seed: 20250603, shards: [3, 1], fsync: ['-F'], workMs: [300, 1000] },
+  { name: '-f 0, connections on a thread per shard, shards 3 → 2 → 3, two kills', seed: 20250604, shards: [3, 2, 3], connectionThreads: true, workMs: [300, 1000] },
 ];
 
 describe('crash (SIGKILL) and restart', () => {

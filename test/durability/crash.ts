@@ -33,6 +33,8 @@ export interface CrashOptions {
   /** Log directory (must exist). */
   dir: string;
   segmentBytes?: number;
+  /** Serve connections on one thread per shard (--connection-threads). */
+  connectionThreads?: boolean;
   /** Progress lines. */
   log?: (line: string) => void;
   /** Called between each kill and the restart (a test of the checker can damage the log here). */
@@ -434,7 +436,7 @@ export async function crashRun(o: CrashOptions): Promise<CrashResult> {
   const shardsAt = (i: number) => o.shards[Math.min(i, o.shards.length - 1)];
   let server: ChildServer | null = null;
   try {
-    server = await spawnServer({ dir: o.dir, shards: shardsAt(0), fsync: o.fsync, segmentBytes: o.segmentBytes });
+    server = await spawnServer({ dir: o.dir, shards: shardsAt(0), fsync: o.fsync, segmentBytes: o.segmentBytes, connectionThreads: o.connectionThreads });
     for (let round = 1; round <= kills; round++) {
       const workMs = minMs + Math.floor(r() * (maxMs - minMs));
       const conns = await Promise.all(Array.from({ length: clients }, () => connect(server!.port)));
@@ -454,7 +456,7 @@ export async function crashRun(o: CrashOptions): Promise<CrashResult> {
       o.afterKill?.(round);
       o.log?.(`seed ${o.seed} round ${round}: killed after ${workMs} ms; acknowledged so far ${JSON.stringify(m.acked)}`);
       try {
-        server = await spawnServer({ dir: o.dir, shards: shardsAt(round), fsync: o.fsync, segmentBytes: o.segmentBytes });
+        server = await spawnServer({ dir: o.dir, shards: shardsAt(round), fsync: o.fsync, segmentBytes: o.segmentBytes, connectionThreads: o.connectionThreads });
       } catch (e) {
         m.problem(`round ${round}: the restart failed: ${(e as Error).message.slice(0, 3000)}`);
         break;

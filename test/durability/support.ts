@@ -61,12 +61,15 @@ export interface ChildOptions {
   skipCorrupt?: boolean;
   /** Serve workq on a port the kernel picks (else none: children must not fight over 9922). */
   workq?: boolean;
+  /** --connection-threads: beanstalk connections served on one thread per shard. */
+  connectionThreads?: boolean;
 }
 
 export function serverArgs(o: ChildOptions): string[] {
   const args = [MAIN, '-l', '127.0.0.1', '-p', '0', '--shards', String(o.shards), '-b', o.dir, ...(o.fsync ?? ['-f', '0'])];
   if (o.segmentBytes !== undefined) args.push('-s', String(o.segmentBytes));
   if (o.skipCorrupt) args.push('--binlog-skip-corrupt');
+  if (o.connectionThreads) args.push('--connection-threads');
   args.push(...(o.workq ? ['--workq-listen', '127.0.0.1:0'] : ['--no-workq']));
   return args;
 }

@@ -35,7 +35,7 @@ export interface Target {
 const START_TIMEOUT_MS = 10_000;
 
 export const REFERENCE_NAME = 'beanstalkd';
-export const ALL_TARGET_NAMES = [REFERENCE_NAME, 'shardstalk-1', 'shardstalk-4'] as const;
+export const ALL_TARGET_NAMES = [REFERENCE_NAME, 'shardstalk-1', 'shardstalk-4', 'shardstalk-4-threads'] as const;
 
 /**
  * Absolute path of the beanstalkd binary, or null when it is not installed. The environment

@@ -1,0 +1,91 @@
+// The mesh of rings between connection threads (src/route/shards.ts): a shard applies the batches
+// of all its rings in the order of the shared batch clock, so a request published before another
+// one was even numbered is applied first, whichever ring the shard happens to read first. The
+// sites here are ShardPools in one thread (each has its own rings, doorbell and pump), which lets
+// the test publish from two sites before the shard's site reads anything: the order is provoked,
+// not hoped for.
+
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeMesh, ShardPool, type ReplyTarget } from '../../src/route/shards.ts';
+import { OP_DELETE, OP_PEEK_READY, OP_PUT, R_NONE, R_OK, replyKind } from '../../src/shared/records.ts';
+
+const pools: ShardPool[] = [];
+afterEach(async () => {
+  for (const p of pools.splice(0)) await p.close();
+});
+
+function site(mesh: ReturnType<typeof makeMesh>, index: number): ShardPool {
+  const pool = new ShardPool(
+    { shards: mesh.shards, mesh: { mesh, site: index } },
+    { event: () => {}, batchDone: () => {}, fatal: (_s, err) => { throw err; } },
+  );
+  pools.push(pool);
+  return pool;
+}
+
+/** A reply target that resolves with the reply's kind. */
+function answer(): { target: ReplyTarget; kind: Promise<number> } {
+  let resolve!: (k: number) => void;
+  const kind = new Promise<number>((r) => (resolve = r));
+  return { target: { onShardReply: (_s, _k, _q, buf, at) => resolve(replyKind(buf, at)) }, kind };
+}
+
+function put(pool: ShardPool, shard: number, tube: number, id: number, target: ReplyTarget): void {
+  const w = pool.request(shard, 0, target, 0);
+  w.header(OP_PUT, 4 + 1, 7, tube, 0, 0, id);
+  w.u32(60);
+  w.bytes(Buffer.from('x'), 0, 1);
+}
+
+describe('mesh: a shard applies the batches of all its rings in clock order', () => {
+  // Shard 2 runs on site 2; it reads its rings in site order (0, 1, 3), so a batch from site 0
+  // would be read before one from site 1 if the clock did not order them.
+  it('a put published by site 1, then a delete of that job published by site 0: the put goes first', async () => {
+    const mesh = makeMesh(3);
+    const sites = [0, 1, 2, 3].map((i) => site(mesh, i));
+    const put1 = answer();
+    put(sites[1], 2, 5, 1, put1.target);
+    sites[1].flush(); // published, numbered first
+    const del = answer();
+    sites[0].request(2, 0, del.target, 0).header(OP_DELETE, 0, 8, 0, 0, 0, 1);
+    sites[0].flush(); // published after, numbered after: site 2 has not read anything yet
+    expect(await put1.kind).toBe(R_OK);
+    expect(await del.kind).toBe(R_OK); // NOT_FOUND (R_NONE) had the delete gone first
+  });
+
+  it('a put published by another site, then a delete from the shard\'s own site: the published put goes first', async () => {
+    const mesh = makeMesh(3);
+    const sites = [0, 1, 2, 3].map((i) => site(mesh, i));
+    const put1 = answer();
+    put(sites[1], 2, 5, 1, put1.target);
+    sites[1].flush();
+    const del = answer();
+    sites[2].request(2, 0, del.target, 0).header(OP_DELETE, 0, 8, 0, 0, 0, 1);
+    sites[2].flush(); // applied here at once: what other sites published is applied before it
+    expect(await del.kind).toBe(R_OK);
+    expect(await put1.kind).toBe(R_OK);
+  });
+
+  it('many rounds from three sites interleaved: every delete finds the job a put published just before it', async () => {
+    const mesh = makeMesh(3);
+    const sites = [0, 1, 2, 3].map((i) => site(mesh, i));
+    const kinds: Promise<number>[] = [];
+    for (let round = 0; round < 200; round++) {
+      // The put from a site read late (3 = main), the delete from one read early (0).
+      const p = answer();
+      put(sites[3], 2, 1 + (round % 4), 1000 + round, p.target);
+      sites[3].flush();
+      const d = answer();
+      sites[0].request(2, 0, d.target, 0).header(OP_DELETE, 0, 9, 0, 0, 0, 1000 + round);
+      sites[0].flush();
+      kinds.push(p.kind, d.kind);
+    }
+    const got = await Promise.all(kinds);
+    expect(got.filter((k) => k !== R_OK)).toEqual([]);
+    // And the shard is empty: every put was deleted after it.
+    const peek = answer();
+    sites[1].request(2, 0, peek.target, 0).header(OP_PEEK_READY, 0, 10, 1, 0, 0, 0);
+    sites[1].flush();
+    expect(await peek.kind).toBe(R_NONE);
+  });
+});
