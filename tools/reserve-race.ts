@@ -14,6 +14,7 @@
 //   --port P        race a server already listening on 127.0.0.1:P instead
 //   --seed S        (default: from the clock, printed)
 //   --consumers K   consumers per group (both tubes / first / second; default 2)
+//   --connection-threads  serve the connections on a thread per shard (ignored with --port)
 
 import { parseArgs } from 'node:util';
 import { startServer } from '../src/server.ts';
@@ -26,14 +27,15 @@ const { values: o } = parseArgs({
     port: { type: 'string' },
     seed: { type: 'string' },
     consumers: { type: 'string', default: '2' },
+    'connection-threads': { type: 'boolean', default: false },
   },
 });
 const shards = Number(o.shards);
 const seed = o.seed !== undefined ? Number(o.seed) : Date.now() % 1_000_000;
-const server = o.port === undefined ? await startServer({ port: 0, shards, logLevel: 'warn' }) : null;
+const server = o.port === undefined ? await startServer({ port: 0, shards, logLevel: 'warn', connectionThreads: o['connection-threads'] }) : null;
 const port = server !== null ? server.port : Number(o.port);
 const tubes = tubesOnTwoShards(server !== null ? shards : 4);
-console.log(`reserve race: ${server !== null ? `shardstalk, ${shards} shards` : `port ${port}`}, tubes ${tubes.join(' ')}, ${o.seconds} s, seed ${seed}`);
+console.log(`reserve race: ${server !== null ? `shardstalk, ${shards} shards${o['connection-threads'] ? ', connection threads' : ''}` : `port ${port}`}, tubes ${tubes.join(' ')}, ${o.seconds} s, seed ${seed}`);
 const r = await runReserveRace({ port, tubes, durationMs: Number(o.seconds) * 1000, seed, consumersPerGroup: Number(o.consumers) });
 if (server !== null) await server.close();
 console.log(`put ${r.inserted}, reserved ${r.reserved} (one-tube consumers ${r.reservedBySingle}, two-tube ${r.reservedByBoth})`);

@@ -32,8 +32,12 @@ describe('plain reserves racing over tubes on different shards', () => {
     check(await runReserveRace({ port: server.port, tubes: tubesOnTwoShards(4), durationMs: SECONDS * 1000, seed: SEED }));
   }, 60_000 + SECONDS * 1000);
 
-  it.each([4, 3])('shardstalk, %i shards', async (shards) => {
-    const server: RunningServer = await startServer({ port: 0, shards, logLevel: 'silent' });
+  it.each([
+    [4, false],
+    [3, false],
+    [4, true],
+  ])('shardstalk, %i shards (connections on a thread per shard: %s)', async (shards, connectionThreads) => {
+    const server: RunningServer = await startServer({ port: 0, shards, logLevel: 'silent', connectionThreads });
     closers.push(() => server.close());
     const r = await runReserveRace({ port: server.port, tubes: tubesOnTwoShards(shards), durationMs: SECONDS * 1000, seed: SEED + shards });
     check(r);
