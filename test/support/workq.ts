@@ -389,7 +389,11 @@ export interface WqServer {
   close(): Promise<void>;
 }
 
-/** Start shardstalk in this process with its workq listener on an ephemeral port. */
+/**
+ * Start shardstalk in this process with its workq listener on an ephemeral port. With
+ * WORKQ_CONNECTION_THREADS=1 the beanstalk connections are served on a thread per shard (workq
+ * stays on the main thread, which then reaches every shard through the mesh's rings).
+ */
 export async function startWorkq(shards: number): Promise<WqServer> {
   const srv = await startServer({
     host: '127.0.0.1',
@@ -397,6 +401,7 @@ export async function startWorkq(shards: number): Promise<WqServer> {
     shards,
     logLevel: 'silent',
     workq: { host: '127.0.0.1', port: 0 },
+    connectionThreads: process.env.WORKQ_CONNECTION_THREADS === '1',
   });
   const workqPort = (srv as unknown as { workqPort?: number }).workqPort;
   if (typeof workqPort !== 'number' || workqPort <= 0) {
