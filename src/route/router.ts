@@ -233,9 +233,26 @@ export class Router {
   flushOutputs(): void {
     const list = this.dirty;
     if (list.length === 0) return;
+    // Connections on several threads: a reply may tell a client of a request (an early INSERTED)
+    // that another client may then act on through another thread. While a ring to another
+    // thread is too full to take this turn's requests, the replies wait for them.
+    if (this.config.mesh !== undefined && this.pool.unpublished()) {
+      if (!this.outputsRetry) {
+        this.outputsRetry = true;
+        setTimeout(this.retryOutputs, 1);
+      }
+      return;
+    }
     this.dirty = [];
     for (const s of list) s.flush();
   }
+
+  private outputsRetry = false;
+  private readonly retryOutputs = (): void => {
+    this.outputsRetry = false;
+    this.pool.flush();
+    this.flushOutputs();
+  };
 
   // ---- what shards say happened ----
 

@@ -636,9 +636,14 @@ export class ShardPool {
     return any;
   }
 
-  /** Copies the replies and events for other sites into their rings. */
+  /**
+   * Copies the replies and events for other sites into their rings. What does not fit waits for
+   * the pump, which retries on a short timer while anything is left (the sites that read those
+   * rings do not ring this one when they make room): this rings the pump awake for that.
+   */
   private publish(): void {
     for (const src of this.sources) src.publish();
+    if (this.sourcesUnflushed()) this.mainBell.ring();
   }
 
   private sourcesUnflushed(): boolean {
@@ -664,6 +669,12 @@ export class ShardPool {
   holdRequests(shard: number, held: boolean): void {
     this.links[shard].held = held;
     if (!held) this.flush();
+  }
+
+  /** Requests for shards on other threads not yet in their rings (full). */
+  unpublished(): boolean {
+    for (const t of this.remote) if (t.backlog() > 0) return true;
+    return false;
   }
 
   /** Some shard's queue holds more than the limit. */
@@ -725,6 +736,12 @@ export class ShardPool {
     if (this.anyReadable() || (handled && this.threadsUnflushed())) {
       this.mainBell.cancelWait();
       setImmediate(this.pump);
+      return;
+    }
+    if (this.sourcesUnflushed()) {
+      // Replies for another site wait for room in its ring: look again shortly.
+      this.mainBell.cancelWait();
+      setTimeout(this.pump, 1);
       return;
     }
     void this.mainBell.waitAsync(seq).then(this.pump);
