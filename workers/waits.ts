@@ -43,8 +43,9 @@ export class Waiter {
 }
 
 export class ShardWaits {
-  /** Parked reserves by connection. */
+  /** Each connection's waiter, parked or not, kept until the connection closes (one object per worker, not per reserve). */
   private readonly byConn = new Map<number, Waiter>();
+  private parked = 0;
   /** Each tube's waiting reserves (beanstalkd's waiting_conns). A set stays while its tube lives,
    *  even empty: its take cursor decides who is served next, as beanstalkd's does. */
   private readonly byTube = new Map<number, Multiset<Waiter>>();
@@ -62,7 +63,7 @@ export class ShardWaits {
 
   /** Parked reserves now. */
   get parkedCount(): number {
-    return this.byConn.size;
+    return this.parked;
   }
 
   /** The parked reserve of `conn`, if it has one. */
@@ -101,6 +102,7 @@ export class ShardWaits {
     w.timeoutAt = timeoutAt;
     w.soonAt = soonAt;
     w.parked = true;
+    this.parked++;
     const end = Math.min(timeoutAt, soonAt);
     if (end < this.nextEndMs) this.nextEndMs = end;
     return w;
@@ -110,6 +112,7 @@ export class ShardWaits {
   unpark(w: Waiter): void {
     if (!w.parked) return;
     w.parked = false;
+    this.parked--;
     for (let i = 0; i < w.count; i++) {
       const set = this.byTube.get(w.tubes[i]);
       if (set === undefined) continue;
@@ -117,12 +120,11 @@ export class ShardWaits {
     }
   }
 
-  /** The waiter has nothing parked and nothing kept: forget it. */
+  /** The waiter has nothing parked and nothing kept: empty its queue (it stays for the connection's next reserve). */
   forgetIfIdle(w: Waiter): void {
     if (w.parked || w.head < w.kept.length) return;
     w.kept.length = 0;
     w.head = 0;
-    if (this.byConn.get(w.conn) === w) this.byConn.delete(w.conn);
   }
 
   /** Connection `conn` has gone: forget it entirely. Returns its waiter (its kept requests are dropped by the caller). */
@@ -211,7 +213,7 @@ export class ShardWaits {
 
   /** When the soonest parked reserve may end (Infinity: none). */
   get nextEnd(): number {
-    return this.byConn.size === 0 ? Infinity : this.nextEndMs;
+    return this.parked === 0 ? Infinity : this.nextEndMs;
   }
 
   /**
@@ -244,7 +246,13 @@ export class ShardWaits {
       memberships += set.len;
     }
     let expected = 0;
-    for (const w of this.byConn.values()) if (w.parked) expected += w.count;
+    let parked = 0;
+    for (const w of this.byConn.values()) {
+      if (!w.parked) continue;
+      expected += w.count;
+      parked++;
+    }
     if (memberships !== expected) fail(`${memberships} memberships, expected ${expected}`);
+    if (parked !== this.parked) fail(`${this.parked} counted parked, found ${parked}`);
   }
 }
