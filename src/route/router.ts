@@ -223,9 +223,19 @@ export class Router {
 
   private readonly flushNow = (): void => {
     this.flushScheduled = false;
-    // Requests before replies: a reply written now may depend on a request of this turn (an early
-    // INSERTED, RELEASED...), and the client it reaches may tell another one, whose connection may
-    // be served on another thread: the request must be published first.
+    if (this.config.mesh !== undefined) {
+      // Requests before replies: a reply written now may depend on a request of this turn (an
+      // early INSERTED, RELEASED...), and the client it reaches may tell another one, whose
+      // connection may be served on another thread: the request must be published first.
+      this.pool.flush();
+      this.flushOutputs();
+      return;
+    }
+    // One thread serves every connection, and every request to a shard goes through its one
+    // queue in the order it was made: the early replies can go first (their clients' next
+    // commands come sooner), then the shards get the turn's requests, then what the shard here
+    // answered goes out in this same turn.
+    this.flushOutputs();
     this.pool.flush();
     this.flushOutputs();
   };
