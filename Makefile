@@ -45,12 +45,13 @@ bench-c: node_modules
 	node_modules/.bin/node bench/cycle-c.ts $(ARGS)
 
 # The thread-count sweep: the same C-generator points against beanstalkd and against shardstalk
-# with each shard count in THREADS (the first shard runs on the connections' thread, each other
-# one on a thread of its own). On a many-core host: make bench-threads THREADS="1 2 4 8 16".
-# The side-by-side suite takes the same list: node bench/suite.ts --shards 2,4,8,16.
+# with each shard count in THREADS, in both layouts: sN (connections on the main thread, which
+# also runs the first shard; each other shard on a thread of its own) and cN (--connection-threads:
+# a thread per shard, each serving connections too). On a many-core host:
+# make bench-threads THREADS="1 2 4 8 16". The side-by-side suite takes: node bench/suite.ts --shards 2,4,8,16.
 THREADS ?= 1 2
 bench-threads: node_modules
-	node_modules/.bin/node bench/cycle-c.ts --servers beanstalkd $(foreach t,$(THREADS),--variant 's$(t)=--shards $(t)') $(ARGS)
+	node_modules/.bin/node bench/cycle-c.ts --servers beanstalkd $(foreach t,$(THREADS),--variant 's$(t)=--shards $(t)' --variant 'c$(t)=--shards $(t) --connection-threads') $(ARGS)
 
 # Memory side by side with beanstalkd (issue #15's points: idle, per idle connection, a drained
 # burst, connection churn, tubes that come and go); about 6 min.
