@@ -33,8 +33,8 @@ describe('scripted sessions on beanstalkd', () => {
  * Scripts whose transcripts differ, by design, when connections are served on several threads
  * (README, "Differences from beanstalkd"): reserves over tubes of several shards wait on their
  * connections' threads, so among such reserves on different threads the one served first is not
- * beanstalkd's pick. For these the target must still hand every job out exactly once, as
- * beanstalkd did, and answer every command.
+ * beanstalkd's pick. For these the target must still answer every command, hand out no job twice,
+ * and hand out as many jobs as beanstalkd did.
  */
 const THREADS_WAKE_ORDER = new Set(['workers with overlapping watch sets, blocked, served as jobs arrive']);
 
@@ -51,7 +51,10 @@ describe.each(shardstalkTargets())('$name: scripted sessions match beanstalkd', 
     if (target.name.endsWith('-threads') && THREADS_WAKE_ORDER.has(name)) {
       const missing = got.lines.filter((l) => l.includes('(no reply:') || l.endsWith('still open'));
       expect(missing, got.lines.join('\n')).toEqual([]);
-      expect(reservedIds(got), got.lines.join('\n')).toEqual(reservedIds(want));
+      // Which jobs are left over depends on who was served first; how many, and that none goes twice, does not.
+      const ids = reservedIds(got);
+      expect(new Set(ids).size, got.lines.join('\n')).toBe(ids.length);
+      expect(ids.length, got.lines.join('\n')).toBe(reservedIds(want).length);
       return;
     }
     const diff = describeTranscriptDiff(want, got);
