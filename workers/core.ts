@@ -36,6 +36,13 @@ export interface ShardConfig {
   fsyncHistogram?: Float64Array;
   /** The server's job id counter (src/shared/jobids.ts): puts kept behind a waiting reserve are numbered when applied. */
   ids?: JobIdsShared;
+  /**
+   * A tube's name from the server's shared tube table, for a shard that serves several threads:
+   * a put from one thread can arrive before the name the creating thread sent (OP_TUBE_NAME) on
+   * its own ring, and the log must name the tube. (A shard on a thread of its own gets every
+   * request through one ring, names first.)
+   */
+  tubeName?: (tube: number) => string | undefined;
 }
 
 /** Live jobs moved out of the oldest log segment per batch (compaction runs a little at a time). */
@@ -87,6 +94,7 @@ export class ShardCore {
   private readonly endedWaits: Waiter[] = [];
   private readonly announce: number[] = [];
   private readonly ids: JobIds;
+  private readonly lookupTubeName: ((tube: number) => string | undefined) | undefined;
   /** This batch's replies and events, in order. */
   readonly out = new RecordWriter();
   private readonly wal: Wal | null;
@@ -133,6 +141,7 @@ export class ShardCore {
   constructor(config: ShardConfig) {
     this.index = config.index;
     this.ids = config.ids !== undefined ? JobIds.attach(config.ids) : new JobIds();
+    this.lookupTubeName = config.tubeName;
     this.log = makeLogger(config.logLevel ?? 'info').child({ shard: config.index });
     this.wal = config.wal
       ? new Wal({
@@ -147,6 +156,16 @@ export class ShardCore {
     this.logged = new LoggedReplies(this.wal !== null);
     this.maxIdLogged = config.wal?.idFloor ?? 0;
     this.workq = new WorkqOps(this.out, this.wal, this.logged);
+  }
+
+  /** Tube `t`'s name (log records name their tube): as OP_TUBE_NAME said, or from the shared table. */
+  private tubeName(t: number): string {
+    const name = this.tubeNames[t];
+    if (name !== undefined && name !== '') return name;
+    const shared = this.lookupTubeName?.(t);
+    if (shared === undefined) return '';
+    this.tubeNames[t] = shared;
+    return shared;
   }
 
   private readTubes(buf: Buffer, at: number, count: number): Int32Array {
@@ -168,7 +187,7 @@ export class ShardCore {
   private deleteLogged(id: number, conn: number): number {
     const engine = this.engine;
     const fullSeq = engine.fileOf(id);
-    const fullBytes = fullRecordBytes((this.tubeNames[engine.tubeOf(id)] ?? '').length, engine.body(id).length);
+    const fullBytes = fullRecordBytes(this.tubeName(engine.tubeOf(id)).length, engine.body(id).length);
     const tube = engine.deleteJob(id, conn);
     if (tube >= 0) this.wal?.appendDelete(id, fullSeq, fullBytes);
     return tube;
@@ -213,7 +232,7 @@ export class ShardCore {
     if (id > this.maxIdLogged) this.maxIdLogged = id;
     const img = this.img;
     this.engine.image(id, img);
-    const seq = wal.appendFull(id, this.tubeNames[this.engine.tubeOf(id)] ?? '', img[0], img[1], img[2], img[3], img[4],
+    const seq = wal.appendFull(id, this.tubeName(this.engine.tubeOf(id)), img[0], img[1], img[2], img[3], img[4],
       img[5], img[6], img[7], img[8], img[9], img[10], body, start, end);
     this.engine.setFile(id, seq);
   }
@@ -239,7 +258,7 @@ export class ShardCore {
     }
     const engine = this.engine;
     const img = this.img;
-    const name = (id: number): string => this.tubeNames[engine.tubeOf(id)] ?? '';
+    const name = (id: number): string => this.tubeName(engine.tubeOf(id));
     this.compactCursor = engine.jobsInFile(c, this.compactCursor, MIGRATIONS_PER_BATCH, (id) => {
       engine.image(id, img);
       const body = engine.body(id);

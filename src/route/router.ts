@@ -108,6 +108,7 @@ export class Router {
         ringBytes: config.ringBytes,
         backlogBytes: config.backlogBytes,
         config: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults, ids: this.ids.shared },
+        tubeName: (tube) => this.tubes.table.name(tube),
         schedule: () => this.flushSoon(),
         mesh: config.mesh,
       },

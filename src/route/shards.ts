@@ -368,7 +368,9 @@ export interface ShardPoolOptions {
   ringBytes?: number;
   backlogBytes?: number;
   /** Given to every shard (log level, write-ahead log). */
-  config?: Omit<ShardConfig, 'index'>;
+  config?: Omit<ShardConfig, 'index' | 'tubeName'>;
+  /** For the shard here: a tube's name from the shared tube table (ShardConfig.tubeName). */
+  tubeName?: (tube: number) => string | undefined;
   /**
    * Asks for flush() before this turn ends (the router's end-of-turn work, one setImmediate for
    * both); by default the pool schedules its own.
@@ -488,7 +490,7 @@ export class ShardPool {
       for (let i = 0; i < opts.shards; i++) {
         const config: ShardConfig = { ...opts.config, index: i, fsyncHistogram: newHistogram(true) };
         if (i === opts.here) {
-          this.links.push(new HereShard(config, this.site, handler, this.emit));
+          this.links.push(new HereShard({ ...config, tubeName: opts.tubeName }, this.site, handler, this.emit));
         } else {
           const t = new ThreadShard(config, ringBytes, this.mainBell, this.stop, (err) => handler.fatal(i, err));
           this.threads.push(t);
@@ -505,7 +507,7 @@ export class ShardPool {
       this.mainBell = Doorbell.attach(mesh.bells[site]);
       for (let i = 0; i < mesh.shards; i++) {
         if (i === site) {
-          const here = new HereShard({ ...opts.config, index: i, fsyncHistogram: mesh.fsyncs[i] }, site, handler, this.emit);
+          const here = new HereShard({ ...opts.config, index: i, fsyncHistogram: mesh.fsyncs[i], tubeName: opts.tubeName }, site, handler, this.emit);
           here.onClock = () => this.publish();
           here.beforeLocal = () => this.serveSources();
           this.links.push(here);

@@ -5,8 +5,12 @@
 // the test publish from two sites before the shard's site reads anything: the order is provoked,
 // not hoped for.
 
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeMesh, ShardPool, type ReplyTarget } from '../../src/route/shards.ts';
+import { recover } from '../../workers/wal/reader.ts';
 import { OP_DELETE, OP_PEEK_READY, OP_PUT, R_NONE, R_OK, replyKind } from '../../src/shared/records.ts';
 
 const pools: ShardPool[] = [];
@@ -14,9 +18,9 @@ afterEach(async () => {
   for (const p of pools.splice(0)) await p.close();
 });
 
-function site(mesh: ReturnType<typeof makeMesh>, index: number): ShardPool {
+function site(mesh: ReturnType<typeof makeMesh>, index: number, more: Partial<ConstructorParameters<typeof ShardPool>[0]> = {}): ShardPool {
   const pool = new ShardPool(
-    { shards: mesh.shards, mesh: { mesh, site: index } },
+    { shards: mesh.shards, mesh: { mesh, site: index }, ...more },
     { event: () => {}, batchDone: () => {}, fatal: (_s, err) => { throw err; } },
   );
   pools.push(pool);
@@ -95,5 +99,26 @@ describe('mesh: a shard applies the batches of all its rings in clock order', ()
     sites[1].request(2, 0, peek.target, 0).header(OP_PEEK_READY, 0, 10, 1, 0, 0, 0);
     sites[1].flush();
     expect(await peek.kind).toBe(R_NONE);
+  });
+});
+
+describe('mesh: the log names a tube another thread made', () => {
+  it('a put that arrives before the tube\'s name (OP_TUBE_NAME travels on the creating thread\'s ring) is logged with the name from the shared table', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-name-'));
+    try {
+      const mesh = makeMesh(2);
+      const wal = { dir, generation: 1, sync: 'always' as const, segmentBytesMax: 1 << 20, idFloor: 0 };
+      const names = (t: number): string | undefined => (t === 5 ? 'late' : undefined);
+      const sites = [0, 1, 2].map((i) => site(mesh, i, { config: { wal }, tubeName: names }));
+      const p = answer();
+      put(sites[0], 1, 5, 1, p.target); // tube 5 lives on shard 1; nobody told shard 1 its name
+      sites[0].flush();
+      expect(await p.kind).toBe(R_OK);
+      for (const s of pools.splice(0)) await s.close();
+      const jobs = recover(dir).jobs;
+      expect(jobs.get(1)?.tube).toBe('late');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
