@@ -160,6 +160,7 @@ export class ShardCore {
 
   /** Tube `t`'s name (log records name their tube): as OP_TUBE_NAME said, or from the shared table. */
   private tubeName(t: number): string {
+    if (t < 0) return ''; // no such job (a delete that finds nothing asks too)
     const name = this.tubeNames[t];
     if (name !== undefined && name !== '') return name;
     const shared = this.lookupTubeName?.(t);
