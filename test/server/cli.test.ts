@@ -48,9 +48,9 @@ describe('the shardstalk command', () => {
     expect(bad.stderr).toContain('-p wants a whole number');
   });
 
-  it('serves, enters drain mode on SIGUSR1 and exits cleanly on SIGTERM', async () => {
+  it.each([[[]], [['--connection-threads']]])('%j: serves, enters drain mode on SIGUSR1 and exits cleanly on SIGTERM', async (flags: string[]) => {
     const port = await freePort();
-    const child = spawn(NODE, [MAIN, '-l', '127.0.0.1', '-p', String(port), '--shards', '2'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(NODE, [MAIN, '-l', '127.0.0.1', '-p', String(port), '--shards', '2', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
     child.stderr.on('data', (d) => (log += d.toString()));
     await new Promise<void>((resolve, reject) => {
