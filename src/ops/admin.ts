@@ -159,12 +159,11 @@ export function kickJob(router: Router, id: number): Promise<JobAnswer> {
 // TTR and body; the same state: a delayed job keeps the delay it had left, rounded up to whole
 // seconds, and a buried one is put buried, OP_PUT_BURIED) and the original is deleted. Exact under concurrency, one job at a time (a page's jobs in parallel):
 //  1. reserve-job <id> by the API's own connection id: the job is ours alone, or (reserved by a
-//     worker meanwhile, or gone) it is skipped. Like a session's reserve-job it is an any-taker of
-//     its shard until answered (ReadyCounts rule 3). The shard says which state it took it from
+//     worker meanwhile, or gone) it is skipped. The shard says which state it took it from
 //     and a delayed job's delay left; stats-job (which nobody can change while we hold it) gives
 //     the priority and TTR.
-//  2. put the copy in the target tube as a session's put does (id, job map, tube counts, rule 1
-//     if it is ready; buried at once if the original was), and wait for the shard's answer (with -b: logged).
+//  2. put the copy in the target tube as a session's put does (id, job map, tube counts; buried
+//     at once if the original was), and wait for the shard's answer (with -b: logged).
 //  3. delete the original, which we hold.
 // A job taken from a state that was not asked (it changed between the listing and step 1) is put
 // back as it was (released with its delay, or buried). A TTR running out while we hold a job

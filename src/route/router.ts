@@ -318,8 +318,8 @@ export class Router {
     } else if (kind === E_TIMED_OUT) {
       // The job stays held by the connection in its shard until OP_EXPIRE, sent once the
       // connection no longer holds it here: every delete/release/bury it was answered early
-      // for reaches the shard first (Engine.expire). The job becomes ready then; not counted in
-      // ReadyCounts (jobs readied by the shard itself never are).
+      // for reaches the shard first (Engine.expire). The job becomes ready then, and a reserve
+      // waiting there gets it (workers/waits.ts).
       const conn = eventConn(buf, at);
       const id = replyId(buf, at);
       if (this.conns.get(conn)?.jobExpired(id) === true) return;

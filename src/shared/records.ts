@@ -274,7 +274,6 @@ export const wqBestPriority = (b: Buffer, at: number): number => b.readInt32LE(a
 export const wqBestScheduleKey = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES);
 export const wqBestCreated = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES + 8);
 
-/** R_NONE to a reserve sent as certain: its timeout echoed (-1: none). */
 /** R_NONE to OP_RESERVE_WAIT, E_WAIT_END: how the reserve ended (END_*). */
 export const reserveEnd = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
 /** E_DEFERRED: where the reply record it carries starts. */
