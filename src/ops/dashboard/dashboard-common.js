@@ -1,6 +1,7 @@
 // What the dashboard's panels share (dashboard.js: tubes; dashboard-workq.js: workq queues):
 // elements built with text only, the token kept in sessionStorage and asked for by the page's one
-// token form, and the JSON API's GETs and token-carrying POSTs. Loaded before both.
+// token form, the JSON API's GETs and token-carrying POSTs, and a page of a job list (the latest
+// request's answer only, the rows or a line saying there are none, body previews). Loaded before both.
 'use strict';
 window.shardstalkUi = (function () {
   const TOKEN_KEY = 'shardstalk-token';
@@ -91,5 +92,47 @@ window.shardstalkUi = (function () {
     after();
   }
 
-  return { $, el, headers, askToken, getJson, post };
+  /**
+   * A loader of pages: `load(url)` GETs one and resolves with it, or with null if a newer page
+   * was asked for meanwhile (its answer wins) or the request failed (`say` tells why).
+   */
+  function pageLoader(say) {
+    let seq = 0;
+    return async (url) => {
+      const mine = ++seq;
+      let page;
+      try {
+        page = await getJson(url);
+      } catch (err) {
+        if (mine === seq) say(err.message, true);
+        return null;
+      }
+      return mine === seq ? page : null;
+    };
+  }
+
+  /** Fills `tbody` with a row per job (`rowOf`), or with one line of `cols` cells saying `emptyText`. */
+  function fillJobs(tbody, jobs, rowOf, emptyText, cols) {
+    tbody.replaceChildren();
+    if (jobs.length === 0) {
+      const tr = el('tr', null, 'empty');
+      const td = el('td', emptyText);
+      td.colSpan = cols;
+      tr.appendChild(td);
+      tbody.appendChild(tr);
+      return;
+    }
+    for (const j of jobs) tbody.appendChild(rowOf(j));
+  }
+
+  /** A job body's preview as a table cell, text only: its encoding if not text, the data, a mark if cut short. */
+  function previewCell(preview) {
+    const body = el('td', null, 'body');
+    if (preview.encoding !== 'text') body.appendChild(el('span', preview.encoding, 'enc'));
+    body.appendChild(el('span', preview.data));
+    if (preview.truncated) body.appendChild(el('span', ' …', 'more'));
+    return body;
+  }
+
+  return { $, el, headers, askToken, getJson, post, pageLoader, fillJobs, previewCell };
 })();

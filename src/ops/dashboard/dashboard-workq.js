@@ -9,7 +9,7 @@
   const POLL_MS = 1000;
   const PAGE = 20;
 
-  const { $, el, getJson, post } = window.shardstalkUi;
+  const { $, el, getJson, post, pageLoader, fillJobs, previewCell } = window.shardstalkUi;
   const panel = $('workq');
   const queuesBody = document.querySelector('#wq-queues tbody');
   const jobsBody = document.querySelector('#wq-jobs tbody');
@@ -100,34 +100,18 @@
     loadJobs();
   }
 
-  let loadSeq = 0;
+  const loadPage = pageLoader(message);
   async function loadJobs() {
     if (selected === null) return;
-    const seq = ++loadSeq;
     for (const b of document.querySelectorAll('button.wq-state')) b.classList.toggle('active', b.dataset.state === listState);
     const q = new URLSearchParams({ state: listState, limit: String(PAGE) });
     if (cursor !== '') q.set('cursor', cursor);
-    let page;
-    try {
-      page = await getJson('/api/workq/queues/' + encodeURIComponent(selected) + '/jobs?' + q);
-    } catch (err) {
-      if (seq === loadSeq) message(err.message, true);
-      return;
-    }
-    if (seq !== loadSeq) return;
+    const page = await loadPage('/api/workq/queues/' + encodeURIComponent(selected) + '/jobs?' + q);
+    if (page === null) return; // failed, or a newer request answers
     nextCursor = page.next;
     $('wq-next-page').disabled = nextCursor === null;
     $('wq-first-page').disabled = cursor === '';
-    jobsBody.replaceChildren();
-    if (page.jobs.length === 0) {
-      const tr = el('tr', null, 'empty');
-      const td = el('td', 'no ' + listState + ' jobs' + (cursor === '' ? '' : ' after this point'));
-      td.colSpan = 9;
-      tr.appendChild(td);
-      jobsBody.appendChild(tr);
-      return;
-    }
-    for (const j of page.jobs) jobsBody.appendChild(jobRow(j));
+    fillJobs(jobsBody, page.jobs, jobRow, 'no ' + listState + ' jobs' + (cursor === '' ? '' : ' after this point'), 9);
   }
 
   function jobRow(j) {
@@ -140,11 +124,7 @@
     tr.appendChild(el('td', j.ttl + ' ms'));
     tr.appendChild(el('td', j.created));
     tr.appendChild(el('td', j.time === null ? '' : j.time));
-    const body = el('td', null, 'body');
-    if (j.preview.encoding !== 'text') body.appendChild(el('span', j.preview.encoding, 'enc'));
-    body.appendChild(el('span', j.preview.data));
-    if (j.preview.truncated) body.appendChild(el('span', ' …', 'more'));
-    tr.appendChild(body);
+    tr.appendChild(previewCell(j.preview));
     const acts = el('td');
     const d = el('button', 'delete', 'wq-job-delete danger');
     d.type = 'button';

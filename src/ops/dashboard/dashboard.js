@@ -17,7 +17,7 @@
   ];
   const SVG = 'http://www.w3.org/2000/svg';
 
-  const { $, el, getJson, post } = window.shardstalkUi;
+  const { $, el, getJson, post, pageLoader, fillJobs, previewCell } = window.shardstalkUi;
   const tubesBody = document.querySelector('#tubes tbody');
   const jobsBody = document.querySelector('#jobs tbody');
   /** name → { row, cells: {col: td}, values: {col: text}, history: number[], line: polyline } */
@@ -165,34 +165,18 @@
     for (const b of document.querySelectorAll('button.state')) b.classList.toggle('active', b.dataset.state === listState);
   }
 
-  let loadSeq = 0;
+  const loadPage = pageLoader(message);
   async function loadJobs() {
     if (selected === null) return;
-    const seq = ++loadSeq;
     showState();
     const q = new URLSearchParams({ state: listState, limit: String(PAGE) });
     if (cursor !== '') q.set('cursor', cursor);
-    let page;
-    try {
-      page = await getJson('/api/tubes/' + encodeURIComponent(selected) + '/jobs?' + q);
-    } catch (err) {
-      if (seq === loadSeq) message(err.message, true);
-      return;
-    }
-    if (seq !== loadSeq) return; // a newer request answers
+    const page = await loadPage('/api/tubes/' + encodeURIComponent(selected) + '/jobs?' + q);
+    if (page === null) return; // failed, or a newer request answers
     nextCursor = page.next;
     $('next-page').disabled = nextCursor === null;
     $('first-page').disabled = cursor === '';
-    jobsBody.replaceChildren();
-    if (page.jobs.length === 0) {
-      const tr = el('tr', null, 'empty');
-      const td = el('td', 'no ' + listState + ' jobs' + (cursor === '' ? '' : ' after this point'));
-      td.colSpan = 10;
-      tr.appendChild(td);
-      jobsBody.appendChild(tr);
-      return;
-    }
-    for (const j of page.jobs) jobsBody.appendChild(jobRow(j));
+    fillJobs(jobsBody, page.jobs, jobRow, 'no ' + listState + ' jobs' + (cursor === '' ? '' : ' after this point'), 10);
   }
 
   function jobRow(j) {
@@ -206,11 +190,7 @@
     tr.appendChild(el('td', j.buries));
     tr.appendChild(el('td', j.kicks));
     tr.appendChild(el('td', j['body-bytes']));
-    const body = el('td', null, 'body');
-    if (j.preview.encoding !== 'text') body.appendChild(el('span', j.preview.encoding, 'enc'));
-    body.appendChild(el('span', j.preview.data));
-    if (j.preview.truncated) body.appendChild(el('span', ' …', 'more'));
-    tr.appendChild(body);
+    tr.appendChild(previewCell(j.preview));
     const acts = el('td');
     if (j.state === 'buried' || j.state === 'delayed') {
       const k = el('button', 'kick', 'job-kick');
