@@ -376,7 +376,7 @@ export class ShardCore {
       const tubes = waits.takePoked();
       const announce = this.announce;
       announce.length = 0;
-      for (let i = 0; i < tubes.length; i++) if (waits.hasInterest(tubes[i])) announce.push(tubes[i]);
+      for (let i = 0; i < tubes.length; i++) if (waits.interestOn(tubes[i]) > 0) announce.push(tubes[i]);
       let n = tubes.length;
       for (;;) {
         let k = 0;
@@ -396,9 +396,14 @@ export class ShardCore {
       // (A tube the clock readied this batch gets its E_READY for everyone in afterBatch.)
       for (const t of announce) {
         if (t < this.readyMark.length && this.readyMark[t] !== 0) continue;
-        if (engine.peekReady(t) !== 0 && !engine.isPaused(t, now)) this.out.header(E_READY, 0, 0, t, 1, 0, 0);
+        if (this.offersJob(t, now)) this.out.header(E_READY, 0, 0, t, 1, 0, 0);
       }
     }
+  }
+
+  /** Whether tube `t` has a ready job a reserve could take now (not paused). */
+  private offersJob(t: number, now: number): boolean {
+    return this.engine.peekReady(t) !== 0 && !this.engine.isPaused(t, now);
   }
 
   /** Ends the parked reserves whose timeout or DEADLINE_SOON has come; returns when the next may. */
@@ -511,7 +516,7 @@ export class ShardCore {
         let ready = 0;
         for (let i = 0; i < a; i++) {
           this.waits.setInterest(tubes[i], b === 1);
-          if (b === 1 && ready === 0 && engine.peekReady(tubes[i]) !== 0 && !engine.isPaused(tubes[i], now)) ready = tubes[i] + 1;
+          if (b === 1 && ready === 0 && this.offersJob(tubes[i], now)) ready = tubes[i] + 1;
         }
         out.header(R_OK, 0, 0, 0, ready === 0 ? 0 : 1, ready === 0 ? 0 : ready - 1, 0);
         return;

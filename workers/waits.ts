@@ -154,14 +154,9 @@ export class ShardWaits {
     else this.interest.delete(tube);
   }
 
-  /** Reserves over several shards waiting on `tube` (stats-tube). */
+  /** Reserves over several shards waiting on `tube` on other threads (they want to hear of its ready jobs; stats-tube counts them). */
   interestOn(tube: number): number {
     return this.interest.get(tube) ?? 0;
-  }
-
-  /** Whether reserves waiting on another thread want to hear of ready jobs in `tube`. */
-  hasInterest(tube: number): boolean {
-    return this.interest.has(tube);
   }
 
   /** Tube `tube` may have gained a ready job: serve() looks at it if anyone waits on it. */

@@ -70,13 +70,6 @@ export function makeMesh(shards: number, ringBytes = MESH_RING_BYTES_DEFAULT): M
 /** The site of the main thread in a mesh. */
 export const mainSite = (mesh: Mesh): number => mesh.shards;
 
-/** The offset of `r`'s next whole record without taking it, or -1. */
-function peekRecord(r: RecordReader): number {
-  const avail = r.end - r.start;
-  if (avail < HEADER_BYTES || avail < r.buf.readUInt32LE(r.start)) return -1;
-  return r.start;
-}
-
 /** Where an event goes: a site, every site, or every site but the one whose request caused it. */
 const EVERY_SITE = -1;
 const OTHER_SITES = -2;
@@ -304,7 +297,7 @@ class HereShard implements ShardLink {
     try {
       const now = Date.now();
       const buf = reader.buf;
-      for (let at = peekRecord(reader); at !== -1 && buf[at + 4] !== OP_BATCH; at = peekRecord(reader)) {
+      for (let at = reader.peek(); at !== -1 && buf[at + 4] !== OP_BATCH; at = reader.peek()) {
         reader.next();
         this.core.handle(buf, at, now);
       }
@@ -421,7 +414,7 @@ class Source {
 
   /** The number of the batch the next whole record belongs to; -1 if none is whole yet. */
   headSeq(): number {
-    const at = peekRecord(this.reader);
+    const at = this.reader.peek();
     if (at === -1) return -1;
     return this.reader.buf[at + 4] === OP_BATCH ? this.reader.buf.readDoubleLE(at + 24) : this.seq;
   }
@@ -429,7 +422,7 @@ class Source {
   /** Steps over the OP_BATCH record that starts the next batch, if there is one. */
   beginBatch(): void {
     const r = this.reader;
-    const at = peekRecord(r);
+    const at = r.peek();
     if (at !== -1 && r.buf[at + 4] === OP_BATCH) {
       this.seq = r.buf.readDoubleLE(at + 24);
       r.next();
@@ -698,8 +691,7 @@ export class ShardPool {
   }
 
   private threadsUnflushed(): boolean {
-    for (const t of this.remote) if (t.backlog() > 0) return true;
-    return this.sourcesUnflushed();
+    return this.unpublished() || this.sourcesUnflushed();
   }
 
   private anyReadable(): boolean {

@@ -425,13 +425,16 @@ export class RecordReader {
     }
   }
 
-  next(): number {
+  /** The offset of the next whole record without taking it, or -1 when more bytes are needed. */
+  peek(): number {
     const avail = this.end - this.start;
-    if (avail < HEADER_BYTES) return -1;
-    const len = this.buf.readUInt32LE(this.start);
-    if (avail < len) return -1;
-    const at = this.start;
-    this.start += len;
+    if (avail < HEADER_BYTES || avail < this.buf.readUInt32LE(this.start)) return -1;
+    return this.start;
+  }
+
+  next(): number {
+    const at = this.peek();
+    if (at !== -1) this.start += this.buf.readUInt32LE(at);
     return at;
   }
 }

@@ -75,6 +75,9 @@ const BARRIER_CMDS = new Set([CMD_STATS, CMD_STATS_TUBE, CMD_LIST_TUBES, CMD_PAU
 /** These create or free tubes on the main thread; a delete still in flight may free a tube first. */
 const TUBE_CMDS = new Set([CMD_USE, CMD_WATCH, CMD_IGNORE]);
 
+/** How a reserve in a shard ended without a job (R_NONE, E_WAIT_END), as the reply says it. */
+const endWord = (buf: Buffer, at: number): Buffer => (reserveEnd(buf, at) === END_DEADLINE_SOON ? REPLY_DEADLINE_SOON : REPLY_TIMED_OUT);
+
 export class Session extends Connection implements ParserSink, ReserveClient, JobHolder, ReplyTarget {
   readonly server: BeanstalkServer;
   readonly router: Router;
@@ -501,7 +504,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       }
       case E_WAIT_END: {
         const seq = this.unparked();
-        if (seq >= 0) this.complete(seq, reserveEnd(buf, at) === END_DEADLINE_SOON ? REPLY_DEADLINE_SOON : REPLY_TIMED_OUT);
+        if (seq >= 0) this.complete(seq, endWord(buf, at));
         this.shardReserveDone();
         this.replied();
         return;
@@ -593,7 +596,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
           this.reserved(seq, buf, at);
           if (jobMore(buf, at)) router.readied(jobTube(buf, at));
         } else {
-          this.complete(seq, reserveEnd(buf, at) === END_DEADLINE_SOON ? REPLY_DEADLINE_SOON : REPLY_TIMED_OUT);
+          this.complete(seq, endWord(buf, at));
         }
         this.shardReserveDone();
         return;
