@@ -2,21 +2,14 @@
 // logged as `delete` logs it, so after a restart the cleared jobs stay gone, the jobs it left
 // (reserved ones, other states, other tubes) come back, and the routing layer forgot every id.
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { CLEAR_BITS, clearPage, clearTube } from '../../src/ops/admin.ts';
 import { CLEAR_JOBS_MAX } from '../../src/shared/records.ts';
 import { connect, type Client } from '../support/client.ts';
-import { jobOf, makeDir, parseYaml, putId, removeDir, scan } from './support.ts';
+import { cleanedAfterEach, jobOf, makeDir, parseYaml, putId, scan } from './support.ts';
 
-const dirs: string[] = [];
-const servers: RunningServer[] = [];
-const clients: Client[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  for (const s of servers.splice(0)) await s.close();
-  for (const d of dirs.splice(0)) removeDir(d);
-});
+const { dirs, servers, clients } = cleanedAfterEach();
 
 async function start(dir: string, shards: number): Promise<RunningServer> {
   const s = await startServer({ port: 0, shards, logLevel: 'silent', binlogDir: dir, fsyncMs: 0 });

@@ -3,14 +3,11 @@
 // crash.ts for the model). Five kills in all here; tools/crash-test.ts runs as many as you like.
 // Rerun one case with its printed seed: CRASH_SEED=<seed> npx vitest run test/durability/crash.test.ts
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { crashRun, type CrashOptions } from './crash.ts';
-import { makeDir, removeDir } from './support.ts';
+import { cleanedAfterEach, makeDir } from './support.ts';
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) removeDir(d);
-});
+const { dirs } = cleanedAfterEach();
 
 const override = process.env.CRASH_SEED !== undefined ? Number(process.env.CRASH_SEED) : undefined;
 

@@ -3,18 +3,15 @@
 // with the file and byte offset, unless --binlog-skip-corrupt.
 
 import * as fs from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { connect } from '../support/client.ts';
 import {
-  copyLog, expectStartFailure, jobOf, makeDir, putId, recordSpans, removeDir, rng, spawnServer, stats,
+  cleanedAfterEach, copyLog, expectStartFailure, jobOf, makeDir, putId, recordSpans, rng, spawnServer, stats,
   tubePerShard, walFiles,
 } from './support.ts';
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) removeDir(d);
-});
+const { dirs } = cleanedAfterEach();
 function track(d: string): string {
   dirs.push(d);
   return d;

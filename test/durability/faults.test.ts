@@ -4,19 +4,12 @@
 // once writes work again, and a restart loses no job that was acknowledged.
 
 import { spawn } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/server.ts';
+import { describe, expect, it } from 'vitest';
+import { startServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
-import { jobOf, makeDir, nodeBin, put, putId, removeDir, REPO, sleep, stats, statsJob, tubePerShard, walFiles } from './support.ts';
+import { cleanedAfterEach, jobOf, makeDir, nodeBin, put, putId, REPO, sleep, stats, statsJob, tubePerShard, walFiles } from './support.ts';
 
-const dirs: string[] = [];
-const servers: RunningServer[] = [];
-const clients: Client[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  for (const s of servers.splice(0)) await s.close();
-  for (const d of dirs.splice(0)) removeDir(d);
-});
+const { dirs, servers, clients } = cleanedAfterEach();
 
 async function client(port: number): Promise<Client> {
   const c = await connect(port);

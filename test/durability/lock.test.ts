@@ -4,17 +4,12 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startServer } from '../../src/server.ts';
 import { connect } from '../support/client.ts';
-import { expectStartFailure, jobOf, makeDir, nodeBin, putId, removeDir, spawnServer, walFiles, type ChildServer } from './support.ts';
+import { cleanedAfterEach, expectStartFailure, jobOf, makeDir, nodeBin, putId, spawnServer, walFiles } from './support.ts';
 
-const dirs: string[] = [];
-const children: ChildServer[] = [];
-afterEach(async () => {
-  for (const c of children.splice(0)) await c.kill();
-  for (const d of dirs.splice(0)) removeDir(d);
-});
+const { dirs, children } = cleanedAfterEach();
 
 describe('directory lock', () => {
   it('a second server on the same directory refuses with a clear message; after SIGKILL of the first, a new one starts', async () => {

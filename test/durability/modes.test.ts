@@ -2,16 +2,11 @@
 // acknowledged job through a SIGKILL of the process (every batch is written before its replies
 // go out; the modes differ only in what a crash of the machine can lose).
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect } from '../support/client.ts';
-import { jobOf, makeDir, putId, removeDir, spawnServer, stats, statsJob, tubePerShard, type ChildServer } from './support.ts';
+import { cleanedAfterEach, jobOf, makeDir, putId, spawnServer, stats, statsJob, tubePerShard } from './support.ts';
 
-const dirs: string[] = [];
-const children: ChildServer[] = [];
-afterEach(async () => {
-  for (const c of children.splice(0)) await c.kill();
-  for (const d of dirs.splice(0)) removeDir(d);
-});
+const { dirs, children } = cleanedAfterEach();
 
 const MODES: Array<[string, string[]]> = [['-f 0', ['-f', '0']], ['-f 50', ['-f', '50']], ['-F', ['-F']]];
 const SEGMENT = 8192;

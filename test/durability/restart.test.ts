@@ -6,22 +6,15 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
 import {
-  jobOf, makeDir, nodeBin, parseList, putId, REPO, removeDir, scan, serverArgs, sleep, spawnServer, statsJob, walFiles,
+  cleanedAfterEach, jobOf, makeDir, nodeBin, parseList, putId, REPO, scan, serverArgs, sleep, spawnServer, statsJob, walFiles,
 } from './support.ts';
 
-const dirs: string[] = [];
-const servers: RunningServer[] = [];
-const clients: Client[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  for (const s of servers.splice(0)) await s.close();
-  for (const d of dirs.splice(0)) removeDir(d);
-});
+const { dirs, servers, clients } = cleanedAfterEach();
 
 function newDir(): string {
   const d = makeDir('restart');

@@ -4,11 +4,11 @@
 // over and over. The .wal files must stay within a small multiple of the live data, old segments
 // must go (binlog-oldest-index advances), and after a restart every long-lived job is intact.
 
-import { afterEach, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/server.ts';
+import { describe, expect, it } from 'vitest';
+import { startServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
 import {
-  fullRecordBytes, jobOf, makeDir, putId, removeDir, sleep, stats, statsJob, tubePerShard, walBytes, walFiles,
+  cleanedAfterEach, fullRecordBytes, jobOf, makeDir, putId, sleep, stats, statsJob, tubePerShard, walBytes, walFiles,
 } from './support.ts';
 
 const SEGMENT = 65536;
@@ -20,12 +20,7 @@ const KEEP = 5;
 const KEEP_BODY = 2000;
 const SLOW = 20;
 
-const dirs: string[] = [];
-const servers: RunningServer[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) await s.close();
-  for (const d of dirs.splice(0)) removeDir(d);
-});
+const { dirs, servers } = cleanedAfterEach();
 
 /** Put BATCH jobs, then reserve-job + delete each, all pipelined; returns the bytes of FULL records. */
 async function churn(c: Client, tube: string, until: () => boolean, counts: { jobs: number; bytes: number }): Promise<void> {

@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { afterEach } from 'vitest';
 import { shardOf } from '../../src/route/hash.ts';
 import type { Client } from '../support/client.ts';
 import { mulberry32 as rng } from '../support/prng.ts';
@@ -300,4 +301,27 @@ export function tubePerShard(shards: number, prefix = 't'): string[] {
     }
   }
   return out;
+}
+
+/** What a test file's tests make, undone after each test (see cleanedAfterEach). */
+export interface Made {
+  readonly dirs: string[];
+  readonly servers: { close(): Promise<void> }[];
+  readonly clients: { destroy(): void }[];
+  readonly children: { kill(): Promise<void> }[];
+}
+
+/**
+ * Lists to push what each test makes into; after each test its clients are destroyed, its
+ * in-process servers closed, its child servers killed, then its directories removed.
+ */
+export function cleanedAfterEach(): Made {
+  const made: Made = { dirs: [], servers: [], clients: [], children: [] };
+  afterEach(async () => {
+    for (const c of made.clients.splice(0)) c.destroy();
+    for (const s of made.servers.splice(0)) await s.close();
+    for (const c of made.children.splice(0)) await c.kill();
+    for (const d of made.dirs.splice(0)) removeDir(d);
+  });
+  return made;
 }

@@ -2,22 +2,15 @@
 // and a SIGKILL, into a different shard count; run jobs are not logged (nobody waits for them
 // after a restart); log space stays bounded under workq churn.
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import {
   addCmd, completeCmd, failCmd, leaseReply, NOT_FOUND, OK, resultReply, runCmd, scheduleCmd, uuid, wqConnect,
   wqTime, type WqClient,
 } from '../support/workq.ts';
-import { makeDir, removeDir, spawnServer, walBytes } from './support.ts';
+import { cleanedAfterEach, makeDir, spawnServer, walBytes } from './support.ts';
 
-const dirs: string[] = [];
-const servers: RunningServer[] = [];
-const clients: WqClient[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  for (const s of servers.splice(0)) await s.close();
-  for (const d of dirs.splice(0)) removeDir(d);
-});
+const { dirs, servers, clients } = cleanedAfterEach();
 
 function newDir(): string {
   const d = makeDir('workq-wal');
