@@ -9,11 +9,11 @@ import { ShardCore } from '../../workers/core.ts';
 import {
   CLEAR_BURIED, CLEAR_DELAYED, CLEAR_READY, HEADER_BYTES, idsAt, LIST_BODY_BYTES, LIST_DELAY, LIST_ID, LIST_JOBS_MAX,
   LIST_KEY, LIST_PREVIEW_BYTES, LIST_PRI, LIST_STATE, LIST_TIME_LEFT, LIST_TTR, listCount, listMore, OP_CLEAR_TUBE,
-  OP_LIST_JOBS, OP_PUT, R_IDS, R_JOB_LIST, readJobList, RecordWriter, replyKind,
+  OP_LIST_JOBS, OP_PUT, R_IDS, R_JOB_LIST, readJobList, replyKind,
 } from '../../src/shared/records.ts';
 import { mulberry32 as rng } from '../support/prng.ts';
+import { applyToCore, T0 } from '../support/core.ts';
 
-const T0 = 1_700_000_000_000;
 const body = (s: string): Uint8Array => new TextEncoder().encode(s);
 
 /** Every page of `state` from the start, `limit` at a time, as ids; calls between(page) after each. */
@@ -106,19 +106,9 @@ describe('Engine.listJobs', () => {
   });
 });
 
-/** Applies one request to the core and returns its reply's offset in core.out (reset first). */
-function apply(core: ShardCore, build: (w: RecordWriter) => void, now = T0): number {
-  const w = new RecordWriter(1024);
-  build(w);
-  core.out.reset();
-  core.handle(w.buf, 0, now);
-  core.afterBatch(now);
-  return 0;
-}
-
 function put(core: ShardCore, tube: number, id: number, pri: number, delay: number, text: string): void {
   const b = Buffer.from(text);
-  apply(core, (w) => {
+  applyToCore(core, (w) => {
     w.header(OP_PUT, 4 + b.length, 0, tube, pri, delay, id);
     w.u32(60);
     w.bytes(b, 0, b.length);
@@ -126,7 +116,7 @@ function put(core: ShardCore, tube: number, id: number, pri: number, delay: numb
 }
 
 function clear(core: ShardCore, tube: number, mask: number, max: number): { ids: number[]; more: boolean } {
-  const at = apply(core, (w) => w.header(OP_CLEAR_TUBE, 0, 0, tube, mask, max, 0));
+  const at = applyToCore(core, (w) => w.header(OP_CLEAR_TUBE, 0, 0, tube, mask, max, 0));
   const buf = core.out.buf;
   expect(replyKind(buf, at)).toBe(R_IDS);
   const ids: number[] = [];
@@ -140,7 +130,7 @@ describe('OP_LIST_JOBS and OP_CLEAR_TUBE through ShardCore', () => {
     put(core, 1, 1, 5, 0, 'short');
     put(core, 1, 2, 5, 0, 'y'.repeat(200));
     put(core, 1, 3, 1, 30, 'later');
-    const at = apply(core, (w) => {
+    const at = applyToCore(core, (w) => {
       w.header(OP_LIST_JOBS, 8, 0, 1, READY, 10, 0);
       w.f64(0);
     }, T0 + 2500);
@@ -151,7 +141,7 @@ describe('OP_LIST_JOBS and OP_CLEAR_TUBE through ShardCore', () => {
     expect(items[1].preview.length).toBe(LIST_PREVIEW_BYTES);
     expect(items[1].fields[LIST_BODY_BYTES]).toBe(200);
     expect([items[0].fields[LIST_PRI], items[0].fields[LIST_STATE], items[0].fields[LIST_TTR], items[0].fields[LIST_KEY]]).toEqual([5, READY, 60, 5]);
-    const d = apply(core, (w) => {
+    const d = applyToCore(core, (w) => {
       w.header(OP_LIST_JOBS, 8, 0, 1, DELAYED, 10, 0);
       w.f64(0);
     }, T0 + 2500);

@@ -7,23 +7,14 @@ import { BURIED, DELAYED, READY, RESERVED } from '../../workers/engine/engine.ts
 import { ShardCore } from '../../workers/core.ts';
 import {
   jobBodyAt, jobDelayLeft, jobFromState, OP_PUT, OP_PUT_BURIED, OP_RESERVE_JOB, okResult, R_JOB, R_NONE, R_OK,
-  RecordWriter, recordEnd, replyKind,
+  recordEnd, replyKind,
 } from '../../src/shared/records.ts';
+import { applyToCore, T0 } from '../support/core.ts';
 
-const T0 = 1_700_000_000_000;
-
-function apply(core: ShardCore, build: (w: RecordWriter) => void, now = T0): number {
-  const w = new RecordWriter(1024);
-  build(w);
-  core.out.reset();
-  core.handle(w.buf, 0, now);
-  core.afterBatch(now);
-  return 0;
-}
 
 function put(core: ShardCore, op: number, id: number, pri: number, delay: number, text: string, now = T0): number {
   const b = Buffer.from(text);
-  const at = apply(core, (w) => {
+  const at = applyToCore(core, (w) => {
     w.header(op, 4 + b.length, 0, 1, pri, delay, id);
     w.u32(60);
     w.bytes(b, 0, b.length);
@@ -42,7 +33,7 @@ describe('the move\'s shard requests', () => {
     expect(e.state(3)).toBe(BURIED);
     e.invariants();
     const take = (id: number, now: number): { kind: number; from: number; left: number; body: string } => {
-      const at = apply(core, (w) => w.header(OP_RESERVE_JOB, 0, 9, 0, 0, 0, id), now);
+      const at = applyToCore(core, (w) => w.header(OP_RESERVE_JOB, 0, 9, 0, 0, 0, id), now);
       const buf = core.out.buf;
       return { kind: replyKind(buf, at), from: jobFromState(buf, at), left: jobDelayLeft(buf, at), body: buf.subarray(jobBodyAt(at), recordEnd(buf, at)).toString() };
     };
