@@ -178,17 +178,17 @@ export class ShardCore {
 
   /** R_JOB: a = tube, b = more, id, payload f64 deadline + body (E_RESERVED: the same, conn@8). */
   private replyJob(id: number, more: number, deadlineMs: number, fromState = 0, delayLeftSec = 0, kind = R_JOB): void {
-    const body = this.engine.body(id);
-    this.out.header(kind, 8 + body.length, fromState, this.engine.tubeOf(id), more, delayLeftSec, id);
+    const engine = this.engine;
+    this.out.header(kind, 8 + engine.bodyLength(id), fromState, engine.tubeOf(id), more, delayLeftSec, id);
     this.out.f64(deadlineMs);
-    this.out.bytes(body, 0, body.length);
+    engine.copyBody(id, this.out);
   }
 
   /** Deletes job `id` as `delete` does (a reserved job only for its holder `conn`) and logs it; its tube, or -1. */
   private deleteLogged(id: number, conn: number): number {
     const engine = this.engine;
     const fullSeq = engine.fileOf(id);
-    const fullBytes = fullRecordBytes(this.tubeName(engine.tubeOf(id)).length, engine.body(id).length);
+    const fullBytes = fullRecordBytes(this.tubeName(engine.tubeOf(id)).length, engine.bodyLength(id));
     const tube = engine.deleteJob(id, conn);
     if (tube >= 0) this.wal?.appendDelete(id, fullSeq, fullBytes);
     return tube;
@@ -373,11 +373,11 @@ export class ShardCore {
     const engine = this.engine;
     const waits = this.waits;
     while (waits.anyPoked) {
-      const tubes = waits.takePoked();
+      let n = waits.takePoked();
+      const tubes = waits.pokedTubes;
       const announce = this.announce;
       announce.length = 0;
-      for (let i = 0; i < tubes.length; i++) if (waits.interestOn(tubes[i]) > 0) announce.push(tubes[i]);
-      let n = tubes.length;
+      for (let i = 0; i < n; i++) if (waits.interestOn(tubes[i]) > 0) announce.push(tubes[i]);
       for (;;) {
         let k = 0;
         for (let i = 0; i < n; i++) if (waits.hasWaiters(tubes[i])) tubes[k++] = tubes[i];
@@ -464,7 +464,7 @@ export class ShardCore {
         const len = buf.readUInt32LE(at);
         const ttr = buf.readUInt32LE(at + HEADER_BYTES);
         const bodyStart = at + HEADER_BYTES + 4;
-        let state = engine.put(a, id, b, c, ttr, buf.subarray(bodyStart, at + len), now);
+        let state = engine.put(a, id, b, c, ttr, buf, now, bodyStart, at + len);
         if (op === OP_PUT_BURIED) state = engine.buryNew(id);
         else this.waits.poke(a);
         this.logFull(id, buf, bodyStart, at + len);

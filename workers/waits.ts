@@ -50,8 +50,11 @@ export class ShardWaits {
    *  even empty: its take cursor decides who is served next, as beanstalkd's does. */
   private readonly byTube = new Map<number, Multiset<Waiter>>();
   /** Tubes with waiters that may have gained a ready job since the last serve. */
-  private readonly poked: number[] = [];
-  private pokedMark = new Set<number>();
+  // Tubes poked since the last serve(), each once (pokedMark by tube id): typed arrays, since a
+  // poke comes with nearly every request that makes a job ready.
+  private poked = new Int32Array(16);
+  private pokedN = 0;
+  private pokedMark = new Uint8Array(64);
   /** Reserves over several shards waiting on another thread, per tube (OP_FAN_WAIT): they hear of ready jobs by E_READY. */
   private readonly interest = new Map<number, number>();
   /** Connections that can no longer wait (OP_CANCEL_WAIT): their reserves never park. */
@@ -161,24 +164,37 @@ export class ShardWaits {
 
   /** Tube `tube` may have gained a ready job: serve() looks at it if anyone waits on it. */
   poke(tube: number): void {
-    if ((!this.hasWaiters(tube) && !this.interest.has(tube)) || this.pokedMark.has(tube)) return;
-    this.pokedMark.add(tube);
-    this.poked.push(tube);
+    if (!this.hasWaiters(tube) && !this.interest.has(tube)) return;
+    if (tube >= this.pokedMark.length) {
+      const mark = new Uint8Array(Math.max(tube + 1, this.pokedMark.length * 2));
+      mark.set(this.pokedMark);
+      this.pokedMark = mark;
+    }
+    if (this.pokedMark[tube] !== 0) return;
+    this.pokedMark[tube] = 1;
+    if (this.pokedN === this.poked.length) {
+      const poked = new Int32Array(this.pokedN * 2);
+      poked.set(this.poked);
+      this.poked = poked;
+    }
+    this.poked[this.pokedN++] = tube;
   }
 
   get anyPoked(): boolean {
-    return this.poked.length > 0;
+    return this.pokedN > 0;
   }
 
   /**
-   * The poked tubes that still have waiters or interest, in `scratch` (a view valid until the
-   * next call). Only these can hold a ready job beside a waiter: a reserve parks only when none
-   * of its tubes offers a job, and every event that makes a job ready pokes its tube.
+   * The poked tubes that still have waiters or interest: puts them in `pokedTubes` and returns
+   * how many (valid until the next call). Only these can hold a ready job beside a waiter: a
+   * reserve parks only when none of its tubes offers a job, and every event that makes a job
+   * ready pokes its tube.
    */
-  takePoked(): Int32Array {
+  takePoked(): number {
     let n = 0;
-    for (const t of this.poked) {
-      this.pokedMark.delete(t);
+    for (let i = 0; i < this.pokedN; i++) {
+      const t = this.poked[i];
+      this.pokedMark[t] = 0;
       if (!this.hasWaiters(t) && !this.interest.has(t)) continue;
       if (n === this.scratch.length) {
         const next = new Int32Array(n * 2);
@@ -187,8 +203,13 @@ export class ShardWaits {
       }
       this.scratch[n++] = t;
     }
-    this.poked.length = 0;
-    return this.scratch.subarray(0, n);
+    this.pokedN = 0;
+    return n;
+  }
+
+  /** What takePoked() found (its first `n` entries; serve() may reorder them). */
+  get pokedTubes(): Int32Array {
+    return this.scratch;
   }
 
   /** The next waiter of `tube` (beanstalkd's ms_take), or undefined. */

@@ -12,7 +12,7 @@ import { WorkqSession } from '../proto/workq/session.ts';
 /** What a listener needs of a connection. */
 export interface Conn {
   /** `chunk` is valid only during the call (it may be the shared read buffer). */
-  receive(chunk: Buffer): void;
+  receive(chunk: Buffer, len?: number): void;
   drained(): void;
   halfClose(): void;
   close(): void;
@@ -70,7 +70,7 @@ export function serveSocket(socket: net.Socket, connId: number, log: Logger, ope
     bufferedOut: () => socket.writableLength,
   });
   log.debug({ conn: connId, remote: socket.remoteAddress }, 'accept');
-  if (readIntoSharedBuffer(socket, (n, buf) => conn.receive(buf.subarray(0, n)))) sharedBufferSockets++;
+  if (readIntoSharedBuffer(socket, (n, buf) => conn.receive(buf, n))) sharedBufferSockets++;
   else socket.on('data', (chunk: Buffer) => conn.receive(chunk));
   socket.on('drain', () => conn.drained());
   socket.on('end', () => conn.halfClose());

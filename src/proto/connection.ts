@@ -14,6 +14,7 @@
 // Nothing here knows about sockets or threads: the transport is an interface, so a connection
 // can run on any thread that owns the socket.
 
+import { copyBytes } from '../shared/bytes.ts';
 import type { StreamParser } from './stream.ts';
 
 export interface Transport {
@@ -89,7 +90,7 @@ function writeJob(out: Uint8Array, p: number, word: Buffer, id: number, body: Ui
   p = writeDecimal(out, p, end - start);
   out[p++] = 13;
   out[p++] = 10;
-  out.set(body.subarray(start, end), p);
+  copyBytes(out, p, body, start, end);
   p += end - start;
   out[p++] = 13;
   out[p++] = 10;
@@ -146,9 +147,10 @@ export abstract class Connection {
 
   // ---- input ----
 
-  receive(chunk: Buffer): void {
+  /** The first `len` bytes of `chunk` were read (the chunk is valid only during the call). */
+  receive(chunk: Buffer, len = chunk.length): void {
     if (this.closed) return;
-    this.parser.push(chunk);
+    this.parser.push(chunk, len);
     if (!this.readingPaused && this.parser.bufferedBytes > INPUT_BUFFERED_MAX) {
       this.readingPaused = true;
       this.transport.pauseReading();

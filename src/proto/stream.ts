@@ -23,21 +23,25 @@ export class StreamParser {
     return n;
   }
 
-  /** Parses `chunk` (valid only during the call); keeps a copy of what it does not get to. */
-  push(chunk: Buffer): void {
+  /**
+   * Parses the first `len` bytes of `chunk` (valid only during the call; a socket's read buffer
+   * is passed whole with the count read, so no view is made per read); keeps a copy of what it
+   * does not get to.
+   */
+  push(chunk: Buffer, len = chunk.length): void {
     if (this.queue.length === 0 && !this.paused) {
       // Nothing held from before (the usual case): parse straight from the chunk, no queueing.
       this.running = true;
       let used: number;
       try {
-        used = this.feed(chunk, 0);
+        used = this.feed(chunk, 0, len);
       } finally {
         this.running = false;
       }
-      if (used < chunk.length) this.queue.push(Buffer.from(chunk.subarray(used)));
+      if (used < len) this.queue.push(Buffer.from(chunk.subarray(used, len)));
       return;
     }
-    this.queue.push(Buffer.from(chunk));
+    this.queue.push(Buffer.from(chunk.subarray(0, len)));
     if (!this.paused) this.run();
   }
 
@@ -51,8 +55,8 @@ export class StreamParser {
     if (!this.running) this.run();
   }
 
-  /** Consumes bytes of `buf` from `pos` until done or paused; returns where it stopped. */
-  protected feed(_buf: Buffer, _pos: number): number {
+  /** Consumes bytes of `buf` from `pos` up to `end` until done or paused; returns where it stopped. */
+  protected feed(_buf: Buffer, _pos: number, _end: number): number {
     throw new Error('StreamParser.feed must be overridden');
   }
 
@@ -61,7 +65,7 @@ export class StreamParser {
     try {
       while (!this.paused && this.queue.length > 0) {
         const chunk = this.queue[0];
-        const used = this.feed(chunk, this.queuePos);
+        const used = this.feed(chunk, this.queuePos, chunk.length);
         if (used >= chunk.length) {
           this.queue.shift();
           this.queuePos = 0;

@@ -91,7 +91,10 @@ export class Router {
   private nextConnId: number;
   private readonly sites: number;
 
-  private dirty: { flush(): void }[] = [];
+  // Connections with output this turn: the first dirtyN entries (see flushOutputs).
+  private dirty: ({ flush(): void } | null)[] = [];
+  private dirtyN = 0;
+  private spareDirty: ({ flush(): void } | null)[] = [];
   private flushScheduled = false;
 
   constructor(config: RouterConfig) {
@@ -200,7 +203,7 @@ export class Router {
   // ---- output batching: one socket write per connection per turn (ConnectionHost) ----
 
   markDirty(s: { flush(): void }): void {
-    this.dirty.push(s);
+    this.dirty[this.dirtyN++] = s;
     this.flushSoon();
   }
 
@@ -243,7 +246,7 @@ export class Router {
 
   flushOutputs(): void {
     const list = this.dirty;
-    if (list.length === 0) return;
+    if (this.dirtyN === 0) return;
     // Connections on several threads: a reply may tell a client of a request (an early INSERTED)
     // that another client may then act on through another thread. While a ring to another
     // thread is too full to take this turn's requests, the replies wait for them.
@@ -254,8 +257,17 @@ export class Router {
       }
       return;
     }
-    this.dirty = [];
-    for (const s of list) s.flush();
+    // Two lists in turn, kept at their size (a fresh array, or `length = 0`, was an allocation per
+    // turn); flushing one connection may mark another dirty: it goes on the other list.
+    const n = this.dirtyN;
+    this.dirty = this.spareDirty;
+    this.dirtyN = 0;
+    for (let i = 0; i < n; i++) {
+      const s = list[i] as { flush(): void };
+      list[i] = null;
+      s.flush();
+    }
+    this.spareDirty = list;
   }
 
   private outputsRetry = false;

@@ -16,6 +16,8 @@
 //   20     u32   c (delay, ttr...)                   c
 //   24     f64   job id                              job id / deadline / value
 
+import { copyBytes } from './bytes.ts';
+
 export const HEADER_BYTES = 32;
 
 // Requests, main -> shard. Every request gets exactly one reply, in order, so the main thread
@@ -381,7 +383,7 @@ export class RecordWriter {
   bytes(src: Uint8Array, start: number, end: number): void {
     const n = end - start;
     this.ensure(n);
-    this.buf.set(src.subarray(start, end), this.len);
+    copyBytes(this.buf, this.len, src, start, end);
     this.len += n;
   }
 

@@ -77,7 +77,15 @@ class Recorder implements WorkqSink {
 function parse(chunks: Buffer[]): string[] {
   const r = new Recorder();
   r.parser = new Parser(r, { clock: () => NOW });
-  for (const c of chunks) r.parser.push(c);
+  // As a socket reads: into the start of one reused buffer holding leftovers of other reads
+  // (a line and its LF), passed whole with the count read.
+  const size = chunks.reduce((m, c) => Math.max(m, c.length), 0) + 32;
+  const readBuffer = Buffer.alloc(size, 'add x 1 1 1 1\r\n');
+  for (const c of chunks) {
+    c.copy(readBuffer);
+    r.parser.push(readBuffer, c.length);
+    readBuffer.fill(0x0a, 0, c.length);
+  }
   return r.log;
 }
 

@@ -17,6 +17,7 @@
 // current and spare chunks small (the bump pointer walks through every page of a chunk, so each
 // costs its full size in RSS), while a large backlog gets big chunks (see DEFAULT_CHUNK_SIZE).
 
+import { copyBytes } from '../../src/shared/bytes.ts';
 import { type ColumnBlock, growI32, growU32, release as releaseBuffer } from './columns.ts';
 
 // 32 MiB: at or above the C allocator's largest mmap threshold, so every chunk is a mapping of its
@@ -104,11 +105,19 @@ export class BodyStore {
     this.lenOf = new Uint32Array(0);
   }
 
-  /** Copies `data` in as the body of `slot` (which must not hold a body). */
-  put(slot: number, data: Uint8Array): void {
+  /** Copies `data[start, end)` in as the body of `slot` (which must not hold a body). */
+  put(slot: number, data: Uint8Array, start = 0, end = data.length): void {
     if (this.chunkOf[slot] !== -1) throw new Error(`bodystore: slot ${slot} already has a body`);
-    if (data.length > SIZE_MASK - 8) throw new RangeError(`body too large: ${data.length}`);
-    this.place(slot, data);
+    if (end - start > SIZE_MASK - 8) throw new RangeError(`body too large: ${end - start}`);
+    this.place(slot, data, start, end);
+  }
+
+  /** Hands the body of `slot` to `w` as a range of its chunk (no view made). */
+  copyTo(slot: number, w: { bytes(src: Uint8Array, start: number, end: number): void }): void {
+    const cid = this.chunkOf[slot];
+    if (cid < 0) return;
+    const start = this.offOf[slot] + 4;
+    w.bytes((this.chunks[cid] as Chunk).buf, start, start + this.lenOf[slot]);
   }
 
   /** A view of the body of `slot`; valid until the next put/free (compaction moves bodies). */
@@ -220,8 +229,9 @@ export class BodyStore {
     }
   }
 
-  private place(slot: number, data: Uint8Array): void {
-    const size = recordSize(data.length);
+  private place(slot: number, data: Uint8Array, start: number, end: number): void {
+    const len = end - start;
+    const size = recordSize(len);
     let cid: number;
     const cur = this.chunks[this.cur] as Chunk;
     if (cur.used + size <= cur.buf.length) {
@@ -235,12 +245,12 @@ export class BodyStore {
     const c = this.chunks[cid] as Chunk;
     const off = c.used;
     c.words[off >> 2] = slot;
-    c.buf.set(data, off + 4);
+    copyBytes(c.buf, off + 4, data, start, end);
     c.used += size;
     c.live += size;
     this.chunkOf[slot] = cid;
     this.offOf[slot] = off;
-    this.lenOf[slot] = data.length;
+    this.lenOf[slot] = len;
   }
 
   // Retires the current chunk and starts a fresh one. A retired chunk that is already mostly
@@ -269,7 +279,7 @@ export class BodyStore {
       const size = recordSize(len);
       this.chunkOf[h] = -1;
       c.live -= size;
-      this.place(h, c.buf.subarray(off + 4, off + 4 + len));
+      this.place(h, c.buf, off + 4, off + 4 + len);
       off += size;
     }
     this.compacting = false;

@@ -158,7 +158,7 @@ export class Engine {
   // ---------------------------------------------------------------- commands
 
   /** Returns READY or DELAYED. `ttrSec` is already clamped to >= 1. */
-  put(tube: number, id: number, pri: number, delaySec: number, ttrSec: number, body: Uint8Array, nowMs: number): number {
+  put(tube: number, id: number, pri: number, delaySec: number, ttrSec: number, body: Uint8Array, nowMs: number, start = 0, end = body.length): number {
     const t = this.ensureTube(tube);
     const s = this.allocSlot();
     this.ids[s] = id; // the id table reads keys from this column
@@ -173,7 +173,7 @@ export class Engine {
     this.created[s] = nowMs;
     this.heapPos[s] = this.timerPos[s] = this.prev[s] = this.next[s] = NIL;
     if (s < this.fileSeq.length) this.fileSeq[s] = 0;
-    this.bodies.put(s, body);
+    this.bodies.put(s, body, start, end);
     this.live++;
     t.totalJobs++;
     if (delaySec > 0) {
@@ -529,6 +529,18 @@ export class Engine {
   body(id: number): Uint8Array {
     const s = this.index.get(id);
     return s === NIL ? EMPTY : this.bodies.get(s);
+  }
+
+  /** Length of the body; 0 if absent. */
+  bodyLength(id: number): number {
+    const s = this.index.get(id);
+    return s === NIL ? 0 : this.bodies.length(s);
+  }
+
+  /** Hands the body to `w` as a range of the store's memory (the hot path's copy: no view made). */
+  copyBody(id: number, w: { bytes(src: Uint8Array, start: number, end: number): void }): void {
+    const s = this.index.get(id);
+    if (s !== NIL) this.bodies.copyTo(s, w);
   }
 
   /** out = [id, tube, state, pri, ageSec, delaySec, ttrSec, timeLeftSec, reserves, timeouts,

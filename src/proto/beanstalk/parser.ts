@@ -122,9 +122,8 @@ export class Parser extends StreamParser {
     this.jobSizeMax = jobSizeMax;
   }
 
-  /** Consumes bytes of `buf` from `pos`; returns where it stopped (buf.length when all used). */
-  protected override feed(buf: Buffer, pos: number): number {
-    const end = buf.length;
+  /** Consumes bytes of `buf` from `pos` up to `end`; returns where it stopped (`end` when all used). */
+  protected override feed(buf: Buffer, pos: number, end: number): number {
     while (pos < end && !this.paused) {
       switch (this.state) {
         case S_COMMAND:

@@ -128,9 +128,10 @@ export class Parser extends CommandValidator {
     this.clock = options.clock ?? Date.now;
   }
 
-  /** Consumes bytes of `buf` from `pos`; returns where it stopped. */
-  protected override feed(buf: Buffer, pos: number): number {
-    const end = buf.length;
+  /** Consumes bytes of `buf` from `pos` up to `end`; returns where it stopped. */
+  protected override feed(whole: Buffer, pos: number, end: number): number {
+    // This parser searches with indexOf, which reads to the buffer's end: it parses a view.
+    const buf = end < whole.length ? whole.subarray(0, end) : whole;
     while (pos < end && !this.paused) {
       switch (this.state) {
         case S_LINE:
