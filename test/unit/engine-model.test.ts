@@ -10,9 +10,9 @@ import { mulberry32 } from '../support/prng.ts';
 
 /** beanstalkd: (deadline_ns - now_ns) / 1e9 in C, where at least a nanosecond has passed since the deadline was set. */
 function cSecondsLeft(ms: number): number {
-  const ns = Math.round(ms * 1e6) - 1;
-  const q = ns / 1e9;
-  return q < 0 ? Math.ceil(q) + 0 : Math.floor(q);
+  // In BigInt: a u32-second deadline is ~4.3e18 ns, past a double's exact integers.
+  const ns = BigInt(Math.round(ms * 1000)) * 1000n - 1n;
+  return Number(ns / 1_000_000_000n); // truncates toward zero, as C's division
 }
 
 // ------------------------------------------------------------------ PRNG
@@ -311,10 +311,12 @@ function eq(what: string, got: unknown, want: unknown): void {
 const TUBES = [0, 1, 2, 3, 9]; // tube 9 is never put into: exercises unknown tubes
 const CONNS = [1, 2, 3];
 const PRIS = [0, 0, 1, 5, 5, 1023, 1024, 1025, 2 ** 31, 2 ** 32 - 1];
-const DELAYS = [0, 0, 0, 0, 1, 2, 3, 10];
-const TTRS = [1, 1, 2, 5];
+// The largest delay and TTR (u32 seconds), and a clock step of ~25 days, fall outside the
+// engine's 4-byte time windows (OffsetColumn): side map, then a move of the window.
+const DELAYS = [0, 0, 0, 0, 1, 2, 3, 10, 2 ** 32 - 1];
+const TTRS = [1, 1, 2, 5, 1, 2, 5, 2 ** 32 - 1];
 const PAUSES = [0, 1, 2, 5];
-const STEPS = [1, 10, 300, 999, 1000, 1001, 2500];
+const STEPS = [1, 10, 300, 999, 1000, 1001, 2500, 1, 10, 300, 999, 1000, 1001, 2500, 2 ** 31 + 3];
 
 /** Runs one seeded sequence; throws (naming the seed) on the first mismatch. Returns how often
  *  each op kind succeeded / was refused, so the test can check the generator reaches them all. */
@@ -408,7 +410,8 @@ export function runSeed(seed: number, ops: number, bug: Bug | null = null): Reco
     if (x < 22 && m.jobs.size >= 50 && r() < 0.7) x = 50;
     if (x < 22) {
       const tube = pick(TUBES.slice(0, 4));
-      const id = (nextId += 1 + int(3)); // gaps: other shards' ids
+      // Gaps: other shards' ids; now and then one of 2^32, past the 4-byte id window.
+      const id = (nextId += r() < 0.01 ? 2 ** 32 : 1 + int(3));
       const pri = pick(PRIS);
       const delay = pick(DELAYS);
       const ttr = pick(TTRS);

@@ -80,3 +80,118 @@ export class ColumnBlock {
 export function release(buf: ArrayBuffer): void {
   (buf as ArrayBuffer & { transfer?: (n: number) => ArrayBuffer }).transfer?.(0);
 }
+
+/** The cell value of an OffsetColumn whose slot's value is in its side map. */
+export const WIDE = 0xffffffff;
+/** How far behind the newest value an OffsetColumn's window starts (2^31: ~24.8 days of ms,
+ *  ~2.1 billion ids). */
+export const OFFSET_LEAD = 0x80000000;
+
+/**
+ * A column of integers (job ids, ms timestamps) kept as u32 offsets from a base: 4 bytes a slot
+ * instead of a Float64's 8. The values of a queue cluster (ids are handed out in order, times are
+ * around now), so the window [base, base + WIDE) holds nearly all of them; a value outside it, or
+ * not an integer (a test's clock), is kept whole in a side map and its cell says WIDE.
+ *
+ * The window moves forward when a value just past its end comes (ids and times only grow): the
+ * base becomes that value - OFFSET_LEAD and every live slot is re-encoded, those left behind going
+ * to the side map. That costs one pass over the column, so it is allowed once per cells.length/4
+ * sets at most (amortized O(1) per set, whatever the values); until then such values go to the
+ * side map. A value farther ahead than OFFSET_LEAD past the end (a delay of years) never moves the
+ * window.
+ *
+ * `live(slot)` says which slots hold a value of this column (a rebase leaves the others alone).
+ */
+export class OffsetColumn {
+  cells: Uint32Array = new Uint32Array(0);
+  base = NaN; // set by the first value
+  readonly wide = new Map<number, number>();
+  rebases = 0;
+  private sets = 0;
+  private readonly live: (slot: number) => boolean;
+
+  constructor(live: (slot: number) => boolean) {
+    this.live = live;
+  }
+
+  get(s: number): number {
+    const c = this.cells[s];
+    return c !== WIDE ? this.base + c : (this.wide.get(s) as number);
+  }
+
+  set(s: number, v: number): void {
+    const cells = this.cells;
+    if (cells[s] === WIDE) this.wide.delete(s);
+    const off = v - this.base;
+    this.sets++;
+    if (off >>> 0 === off && off !== WIDE) cells[s] = off;
+    else this.setOutside(s, v);
+  }
+
+  /** Stores `raw` (< WIDE) in the cell as is, for a slot whose cell means something else in some
+   *  state (the engine's bury stamp); get() must not be asked for it. */
+  setRaw(s: number, raw: number): void {
+    if (this.cells[s] === WIDE) this.wide.delete(s);
+    this.cells[s] = raw;
+  }
+
+  /** The slot holds no value any more. */
+  clear(s: number): void {
+    if (this.cells[s] === WIDE) this.wide.delete(s);
+    this.cells[s] = 0;
+  }
+
+  /** Takes over `cells`, which must already hold a copy of the current ones (and be longer). */
+  adopt(cells: Uint32Array): void {
+    this.cells = cells;
+  }
+
+  /** Forgets every value and the base (no slot is live). */
+  reset(): void {
+    this.wide.clear();
+    this.base = NaN;
+    this.sets = 0;
+  }
+
+  private setOutside(s: number, v: number): void {
+    const cells = this.cells;
+    if (Number.isInteger(v)) {
+      if (Number.isNaN(this.base)) {
+        this.base = v - OFFSET_LEAD;
+        cells[s] = OFFSET_LEAD;
+        return;
+      }
+      const past = v - this.base - WIDE;
+      if (past >= 0 && past < OFFSET_LEAD && this.sets >= cells.length >> 2) {
+        this.rebase(v - OFFSET_LEAD);
+        this.wide.delete(s); // the slot itself may have been re-encoded from a stale value
+        cells[s] = OFFSET_LEAD;
+        return;
+      }
+    }
+    cells[s] = WIDE;
+    this.wide.set(s, v);
+  }
+
+  private rebase(base: number): void {
+    const cells = this.cells;
+    const wide = this.wide;
+    const old = this.base;
+    for (let s = 0; s < cells.length; s++) {
+      if (!this.live(s)) continue;
+      const c = cells[s];
+      const v = c !== WIDE ? old + c : (wide.get(s) as number);
+      const off = v - base;
+      if (off >>> 0 === off && off !== WIDE) {
+        if (c === WIDE) wide.delete(s);
+        cells[s] = off;
+      } else {
+        cells[s] = WIDE;
+        wide.set(s, v);
+      }
+    }
+    this.base = base;
+    this.sets = 0;
+    this.rebases++;
+  }
+}

@@ -12,7 +12,7 @@
 // columns link BURIED jobs into their tube's FIFO and RESERVED jobs into their connection's
 // list (a job is never both). Bodies live in the slab BodyStore.
 
-import { ColumnBlock, growF64, growI32, release } from './columns.ts';
+import { ColumnBlock, growF64, growI32, OffsetColumn, release, WIDE } from './columns.ts';
 import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, COUNTERS, Counters } from './counters.ts';
 import { IndexHeap } from './heap.ts';
 import { IdTable } from './idtable.ts';
@@ -49,7 +49,7 @@ export const SHRINK_SLOTS_FACTOR = 4;
 
 /** Bytes of engine column storage per job slot (see grow()), without a write-ahead log (its
  *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. */
-export const COLUMN_BYTES_PER_SLOT = 8 + 4 + 1 + 4 + 4 + 4 + 8 + 8 + COUNTERS + 4 + 4 + 2 * 4;
+export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 4 + 4 + 4 + 4 + 4 + COUNTERS + 4 + 4 + 2 * 4;
 
 /**
  * Whole seconds left, as beanstalkd prints them: it keeps nanoseconds, so by the time anyone
@@ -75,14 +75,17 @@ export class Engine {
 
   // ---- job columns, indexed by slot ----
   private cap = 0;
-  private ids: Float64Array = new Float64Array(0);
+  // Ids and times are u32 offsets from a base, with a side map for the rare value outside its
+  // window (OffsetColumn).
+  private readonly ids = new OffsetColumn((s) => this.jobState[s] !== 0);
   private pri: Uint32Array = new Uint32Array(0);
   private jobState: Uint8Array = new Uint8Array(0);
   private tube: Int32Array = new Int32Array(0); // tube id
   private ttr: Uint32Array = new Uint32Array(0); // seconds
   private delay: Uint32Array = new Uint32Array(0); // seconds, as last put/released
-  private deadline: Float64Array = new Float64Array(0); // ms: DELAYED = ready-at, RESERVED = TTR expiry
-  private created: Float64Array = new Float64Array(0); // ms
+  // ms: DELAYED = ready-at, RESERVED = TTR expiry; BURIED: the bury stamp, raw in the cell.
+  private readonly deadline = new OffsetColumn((s) => this.jobState[s] === DELAYED || this.jobState[s] === RESERVED);
+  private readonly created = new OffsetColumn((s) => this.jobState[s] !== 0); // ms
   private readonly counts = new Counters(); // reserves, timeouts, releases, buries, kicks
   // READY/DELAYED: position in the tube's ready or delay heap. RESERVED (in neither heap): the
   // reserving connection.
@@ -127,13 +130,23 @@ export class Engine {
   private readonly readyLess = (a: number, b: number): boolean => {
     const pa = this.pri[a];
     const pb = this.pri[b];
-    return pa < pb || (pa === pb && this.ids[a] < this.ids[b]);
+    return pa < pb || (pa === pb && this.idLess(a, b));
   };
   private readonly timeLess = (a: number, b: number): boolean => {
-    const da = this.deadline[a];
-    const db = this.deadline[b];
-    return da < db || (da === db && this.ids[a] < this.ids[b]);
+    const cells = this.deadline.cells;
+    const ca = cells[a];
+    const cb = cells[b];
+    if (ca !== WIDE && cb !== WIDE) return ca < cb || (ca === cb && this.idLess(a, b));
+    const da = this.deadline.get(a);
+    const db = this.deadline.get(b);
+    return da < db || (da === db && this.idLess(a, b));
   };
+  private idLess(a: number, b: number): boolean {
+    const cells = this.ids.cells;
+    const ca = cells[a];
+    const cb = cells[b];
+    return ca !== WIDE && cb !== WIDE ? ca < cb : this.ids.get(a) < this.ids.get(b);
+  }
   private readonly setHeapPos = (s: number, p: number): void => {
     this.heapPos[s] = p;
   };
@@ -161,7 +174,7 @@ export class Engine {
   put(tube: number, id: number, pri: number, delaySec: number, ttrSec: number, body: Uint8Array, nowMs: number, start = 0, end = body.length): number {
     const t = this.ensureTube(tube);
     const s = this.allocSlot();
-    this.ids[s] = id; // the id table reads keys from this column
+    this.ids.set(s, id); // the id table reads keys from this column
     if (!this.index.insert(id, s)) {
       this.freeSlot(s);
       throw new Error(`duplicate job id ${id}`);
@@ -170,7 +183,7 @@ export class Engine {
     this.tube[s] = tube;
     this.ttr[s] = ttrSec;
     this.delay[s] = delaySec;
-    this.created[s] = nowMs;
+    this.created.set(s, nowMs);
     this.heapPos[s] = this.timerPos[s] = this.prev[s] = this.next[s] = NIL;
     if (s < this.fileSeq.length) this.fileSeq[s] = 0;
     this.bodies.put(s, body, start, end);
@@ -192,11 +205,11 @@ export class Engine {
     const s = this.bestReady(tubes, count, nowMs);
     if (s === NIL) return 0;
     const pri = this.pri[s];
-    if (boundId !== 0 && !(pri < boundPri || (pri === boundPri && this.ids[s] < boundId))) return 0;
+    if (boundId !== 0 && !(pri < boundPri || (pri === boundPri && this.ids.get(s) < boundId))) return 0;
     const t = this.tubeAt(s);
     this.leaveReady(s, t);
     this.enterReserved(s, t, conn, nowMs);
-    return this.ids[s];
+    return this.ids.get(s);
   }
 
   /** Reserves the best (pri, id) ready job among unpaused tubes[0..count); returns its id or 0. */
@@ -206,7 +219,7 @@ export class Engine {
     const t = this.tubeAt(s);
     this.leaveReady(s, t);
     this.enterReserved(s, t, conn, nowMs);
-    return this.ids[s];
+    return this.ids.get(s);
   }
 
   /** Same choice as reserveBest without reserving; sets lastPri/lastTube. Returns id or 0. */
@@ -215,7 +228,7 @@ export class Engine {
     if (s === NIL) return 0;
     this.lastPri = this.pri[s];
     this.lastTube = this.tube[s];
-    return this.ids[s];
+    return this.ids.get(s);
   }
 
   /** Reserves exactly this job if it is still READY and its tube is not paused. */
@@ -244,7 +257,7 @@ export class Engine {
     if (s === NIL || this.jobState[s] === RESERVED) return false;
     const t = this.tubeAt(s);
     this.lastTakenState = this.jobState[s];
-    this.lastTakenDelayMs = this.jobState[s] === DELAYED ? Math.max(0, this.deadline[s] - nowMs) : 0;
+    this.lastTakenDelayMs = this.jobState[s] === DELAYED ? Math.max(0, this.deadline.get(s) - nowMs) : 0;
     this.leave(s, t);
     this.enterReserved(s, t, conn, nowMs);
     return true;
@@ -298,7 +311,7 @@ export class Engine {
   touch(id: number, conn: number, nowMs: number): boolean {
     const s = this.reservedBy(id, conn);
     if (s === NIL || this.timerPos[s] === NIL) return false;
-    this.deadline[s] = nowMs + this.ttr[s] * 1000;
+    this.deadline.set(s, nowMs + this.ttr[s] * 1000);
     this.timers.update(this.timerPos[s]);
     return true;
   }
@@ -338,7 +351,7 @@ export class Engine {
       const s = fromBuried ? t.buriedHead : t.delay.size > 0 ? t.delay.items[0] : NIL;
       if (s === NIL) break;
       if (k === this.kickedBuf.length) this.kickedBuf = growF64(this.kickedBuf, k * 2);
-      this.kickedBuf[k] = this.ids[s];
+      this.kickedBuf[k] = this.ids.get(s);
       this.kickSlot(s, t);
     }
     this.lastKicked = this.kickedBuf.subarray(0, k);
@@ -362,7 +375,7 @@ export class Engine {
   heldDeadline(conn: number): number {
     let soonest = Infinity;
     for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.next[s]) {
-      if (this.timerPos[s] !== NIL && this.deadline[s] < soonest) soonest = this.deadline[s];
+      if (this.timerPos[s] !== NIL && this.deadline.get(s) < soonest) soonest = this.deadline.get(s);
     }
     return soonest;
   }
@@ -442,20 +455,20 @@ export class Engine {
         const ids = this.ids;
         const after = cursorId === 0 ? null
           : state === READY
-            ? (x: number): boolean => pri[x] > cursorKey || (pri[x] === cursorKey && ids[x] > cursorId)
-            : (x: number): boolean => deadline[x] > cursorKey || (deadline[x] === cursorKey && ids[x] > cursorId);
+            ? (x: number): boolean => pri[x] > cursorKey || (pri[x] === cursorKey && ids.get(x) > cursorId)
+            : (x: number): boolean => deadline.get(x) > cursorKey || (deadline.get(x) === cursorKey && ids.get(x) > cursorId);
         selectFromHeap(state === READY ? t.ready : t.delay, state === READY ? this.readyLess : this.timeLess, after, want, got);
       } else if (state === BURIED) {
         let s = t.buriedHead;
-        if (cursorId !== 0) while (s !== NIL && this.deadline[s] <= cursorKey) s = this.next[s];
+        if (cursorId !== 0) while (s !== NIL && this.deadline.cells[s] <= cursorKey) s = this.next[s];
         for (; s !== NIL && got.length < want; s = this.next[s]) got.push(s);
       } else if (state === RESERVED && t.reserved > 0) {
         const ids = this.ids;
-        const byId = (a: number, b: number): boolean => ids[a] < ids[b];
+        const byId = (a: number, b: number): boolean => ids.get(a) < ids.get(b);
         const best = new SlotHeap((a, b) => byId(b, a)); // the largest of the best `want` on top
         for (const head of this.connHead.values()) {
           for (let s = head; s !== NIL; s = this.next[s]) {
-            if (this.tube[s] !== tube || ids[s] <= cursorId) continue;
+            if (this.tube[s] !== tube || ids.get(s) <= cursorId) continue;
             if (best.size < want) best.push(s);
             else if (byId(s, best.top())) best.replaceTop(s);
           }
@@ -465,7 +478,7 @@ export class Engine {
     }
     const n = Math.min(limit, got.length);
     if (this.listBuf.length < n) this.listBuf = new Float64Array(Math.max(n, this.listBuf.length * 2));
-    for (let i = 0; i < n; i++) this.listBuf[i] = this.ids[got[i]];
+    for (let i = 0; i < n; i++) this.listBuf[i] = this.ids.get(got[i]);
     this.lastListed = this.listBuf.subarray(0, n);
     return got.length > limit;
   }
@@ -476,7 +489,7 @@ export class Engine {
     const s = this.index.get(id);
     if (s === NIL) return 0;
     const st = this.jobState[s];
-    return st === READY ? this.pri[s] : st === DELAYED || st === BURIED ? this.deadline[s] : 0;
+    return st === READY ? this.pri[s] : st === DELAYED ? this.deadline.get(s) : st === BURIED ? this.deadline.cells[s] : 0;
   }
 
   /**
@@ -487,9 +500,9 @@ export class Engine {
   clearCandidate(tube: number, mask: number): number {
     const t = this.tubes.get(tube);
     if (t === undefined) return 0;
-    if ((mask & 4) !== 0 && t.buriedHead !== NIL) return this.ids[t.buriedHead];
-    if ((mask & 2) !== 0 && t.delay.size > 0) return this.ids[t.delay.items[t.delay.size - 1]];
-    if ((mask & 1) !== 0 && t.ready.size > 0) return this.ids[t.ready.items[t.ready.size - 1]];
+    if ((mask & 4) !== 0 && t.buriedHead !== NIL) return this.ids.get(t.buriedHead);
+    if ((mask & 2) !== 0 && t.delay.size > 0) return this.ids.get(t.delay.items[t.delay.size - 1]);
+    if ((mask & 1) !== 0 && t.ready.size > 0) return this.ids.get(t.ready.items[t.ready.size - 1]);
     return 0;
   }
 
@@ -510,19 +523,19 @@ export class Engine {
   /** Ready top by (pri, id), paused or not; id or 0. */
   peekReady(tube: number): number {
     const t = this.tubes.get(tube);
-    return t && t.ready.size > 0 ? this.ids[t.ready.items[0]] : 0;
+    return t && t.ready.size > 0 ? this.ids.get(t.ready.items[0]) : 0;
   }
 
   /** Delayed top by (deadline, id); id or 0. */
   peekDelayed(tube: number): number {
     const t = this.tubes.get(tube);
-    return t && t.delay.size > 0 ? this.ids[t.delay.items[0]] : 0;
+    return t && t.delay.size > 0 ? this.ids.get(t.delay.items[0]) : 0;
   }
 
   /** Oldest buried job; id or 0. */
   peekBuried(tube: number): number {
     const t = this.tubes.get(tube);
-    return t && t.buriedHead !== NIL ? this.ids[t.buriedHead] : 0;
+    return t && t.buriedHead !== NIL ? this.ids.get(t.buriedHead) : 0;
   }
 
   /** View of the body (without \r\n); valid until the next mutating call. Empty if absent. */
@@ -549,14 +562,14 @@ export class Engine {
     const s = this.index.get(id);
     if (s === NIL) return false;
     const st = this.jobState[s];
-    out[0] = this.ids[s];
+    out[0] = this.ids.get(s);
     out[1] = this.tube[s];
     out[2] = st;
     out[3] = this.pri[s];
-    out[4] = Math.max(0, Math.floor((nowMs - this.created[s]) / 1000));
+    out[4] = Math.max(0, Math.floor((nowMs - this.created.get(s)) / 1000));
     out[5] = this.delay[s];
     out[6] = this.ttr[s];
-    out[7] = st === RESERVED || st === DELAYED ? secondsLeft(Math.max(0, this.deadline[s] - nowMs)) : 0;
+    out[7] = st === RESERVED || st === DELAYED ? secondsLeft(Math.max(0, this.deadline.get(s) - nowMs)) : 0;
     for (let k = 0; k < COUNTERS; k++) out[8 + k] = this.counts.get(s, k);
     out[13] = this.fileAt(s);
     return true;
@@ -567,7 +580,7 @@ export class Engine {
   /** The job's deadline in ms (RESERVED: TTR end; DELAYED: when it becomes ready), or 0 if absent. */
   deadlineOf(id: number): number {
     const s = this.index.get(id);
-    return s === NIL ? 0 : this.deadline[s];
+    return s === NIL ? 0 : this.deadline.get(s);
   }
 
   /** Segment of the write-ahead log holding the job's FULL record (0: none). */
@@ -595,8 +608,8 @@ export class Engine {
     out[1] = this.delay[s];
     out[2] = this.ttr[s];
     out[3] = this.jobState[s];
-    out[4] = this.deadline[s];
-    out[5] = this.created[s];
+    out[4] = this.deadline.get(s);
+    out[5] = this.created.get(s);
     for (let k = 0; k < COUNTERS; k++) out[6 + k] = this.counts.get(s, k);
     return true;
   }
@@ -622,7 +635,7 @@ export class Engine {
     if (state === DELAYED) {
       this.leaveReady(s, t);
       this.jobState[s] = DELAYED;
-      this.deadline[s] = deadlineMs;
+      this.deadline.set(s, deadlineMs);
       t.delay.push(s);
       this.timers.push(s);
       this.delayedCt++;
@@ -639,7 +652,7 @@ export class Engine {
     let s = cursor;
     for (; s < this.hwm && n < limit; s++) {
       if (this.fileAt(s) === seq && this.jobState[s] !== 0) {
-        fn(this.ids[s]);
+        fn(this.ids.get(s));
         n++;
       }
     }
@@ -729,7 +742,7 @@ export class Engine {
     const timers = this.timers;
     while (timers.size > 0) {
       const s = timers.items[0];
-      if (this.deadline[s] > nowMs) break;
+      if (this.deadline.get(s) > nowMs) break;
       const t = this.tubeAt(s);
       if (this.jobState[s] !== DELAYED) {
         // TTR over: out of the timer heap (timerPos NIL marks it expired), still held by its
@@ -738,7 +751,7 @@ export class Engine {
         this.expiredCt++;
         this.counts.inc(s, C_TIMEOUTS);
         this.jobTimeouts++;
-        (timedOut ??= []).push(this.ids[s], this.heapPos[s], this.counts.get(s, C_RESERVES));
+        (timedOut ??= []).push(this.ids.get(s), this.heapPos[s], this.counts.get(s, C_RESERVES));
         continue;
       }
       this.leaveDelayed(s, t);
@@ -757,7 +770,7 @@ export class Engine {
   /** Earliest ms at which tick() has work: the timer heap top or a pause end; Infinity if none.
    *  Callers re-arm their timer with this after any put/reserve/release/touch/pause. */
   nextDeadline(): number {
-    let next = this.timers.size > 0 ? this.deadline[this.timers.items[0]] : Infinity;
+    let next = this.timers.size > 0 ? this.deadline.get(this.timers.items[0]) : Infinity;
     for (const t of this.pausedTubes) if (t.unpauseAt < next) next = t.unpauseAt;
     return next;
   }
@@ -779,7 +792,7 @@ export class Engine {
       if (st === 0) continue;
       live++;
       if (st > BURIED) fail(`slot ${s} bad state ${st}`);
-      const id = this.ids[s];
+      const id = this.ids.get(s);
       if (this.index.get(id) !== s) fail(`id ${id} maps to ${this.index.get(id)}, not slot ${s}`);
       const t = this.tubes.get(this.tube[s]);
       if (!t) fail(`slot ${s} in unknown tube ${this.tube[s]}`);
@@ -933,7 +946,7 @@ export class Engine {
 
   private enterDelayed(s: number, t: Tube, nowMs: number, delaySec: number): void {
     this.jobState[s] = DELAYED;
-    this.deadline[s] = nowMs + delaySec * 1000;
+    this.deadline.set(s, nowMs + delaySec * 1000);
     t.delay.push(s);
     this.timers.push(s);
     this.delayedCt++;
@@ -948,7 +961,7 @@ export class Engine {
   private enterReserved(s: number, t: Tube, conn: number, nowMs: number): void {
     this.jobState[s] = RESERVED;
     this.heapPos[s] = conn; // out of the ready heap, so the column holds the owner
-    this.deadline[s] = nowMs + this.ttr[s] * 1000;
+    this.deadline.set(s, nowMs + this.ttr[s] * 1000);
     this.counts.inc(s, C_RESERVES);
     this.timers.push(s);
     // Push on the front of the connection's list.
@@ -980,7 +993,8 @@ export class Engine {
     this.jobState[s] = BURIED;
     // A buried job has no deadline: the column holds its place in the buried FIFOs instead (the
     // list is in stamp order, so listJobs' cursor can find its place after the job it names left).
-    this.deadline[s] = ++this.buryStamp;
+    if (this.buryStamp === WIDE - 1) this.renumberBuried();
+    this.deadline.setRaw(s, ++this.buryStamp);
     this.prev[s] = t.buriedTail;
     this.next[s] = NIL;
     if (t.buriedTail !== NIL) this.next[t.buriedTail] = s;
@@ -1000,6 +1014,18 @@ export class Engine {
     this.prev[s] = this.next[s] = NIL;
     t.buried--;
     this.buriedCt--;
+  }
+
+  // The bury stamps reached WIDE - 1 (4 billion buries): number the buried jobs again from 1, in
+  // the order of their stamps (each tube's FIFO is in stamp order). A listing cursor taken before
+  // this may skip or repeat buried jobs on its next page.
+  private renumberBuried(): void {
+    const cells = this.deadline.cells;
+    const all: number[] = [];
+    for (const t of this.tubes.values()) for (let s = t.buriedHead; s !== NIL; s = this.next[s]) all.push(s);
+    all.sort((a, b) => cells[a] - cells[b]);
+    for (let i = 0; i < all.length; i++) cells[all[i]] = i + 1;
+    this.buryStamp = all.length;
   }
 
   private leave(s: number, t: Tube): void {
@@ -1027,7 +1053,9 @@ export class Engine {
 
   private freeSlot(s: number): void {
     this.jobState[s] = 0;
-    this.ids[s] = 0;
+    this.ids.clear(s);
+    this.created.clear(s);
+    this.deadline.clear(s);
     this.counts.clear(s); // a reused slot starts from zero, and big counts leave the side map
     this.next[s] = this.freeHead;
     this.freeHead = s;
@@ -1040,10 +1068,11 @@ export class Engine {
    */
   private shrinkWhenEmpty(): void {
     if (this.cap <= this.initialSlots * SHRINK_SLOTS_FACTOR) return;
-    const old = this.ids.buffer as ArrayBuffer;
-    this.ids = new Float64Array(0);
-    this.deadline = new Float64Array(0);
-    this.created = new Float64Array(0);
+    const old = this.ids.cells.buffer as ArrayBuffer;
+    for (const c of [this.ids, this.deadline, this.created]) {
+      c.adopt(new Uint32Array(0));
+      c.reset();
+    }
     this.pri = new Uint32Array(0);
     this.tube = new Int32Array(0);
     this.ttr = new Uint32Array(0);
@@ -1063,14 +1092,14 @@ export class Engine {
     release(old);
   }
 
-  // Columns grow by doubling: one new block holds every column (8-byte ones first, for
+  // Columns grow by doubling: one new block holds every column (4-byte ones first, for
   // alignment); COLUMN_BYTES_PER_SLOT sums them. The old block's memory is given back at once.
   private grow(cap: number): void {
-    const old = this.cap > 0 ? (this.ids.buffer as ArrayBuffer) : null;
+    const old = this.cap > 0 ? (this.ids.cells.buffer as ArrayBuffer) : null;
     const b = new ColumnBlock(cap * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES));
-    this.ids = b.f64(this.ids, cap);
-    this.deadline = b.f64(this.deadline, cap);
-    this.created = b.f64(this.created, cap);
+    this.ids.adopt(b.u32(this.ids.cells, cap));
+    this.deadline.adopt(b.u32(this.deadline.cells, cap));
+    this.created.adopt(b.u32(this.created.cells, cap));
     this.pri = b.u32(this.pri, cap);
     this.tube = b.i32(this.tube, cap);
     this.ttr = b.u32(this.ttr, cap);

@@ -6,7 +6,10 @@
 // tombstones, so lookups never slow down after churn.
 //
 // Contract with the owner: keys[slot] holds the id before insert(id, slot) and keeps it until
-// remove(id) returned; when the owner replaces its column (it grows), it calls bind() again.
+// remove(id) returned; when the owner replaces its column (it grows), it calls bind() again. The
+// column is a Float64Array (workq's store) or an OffsetColumn (the beanstalk engine's 4-byte ids).
+
+import type { OffsetColumn } from './columns.ts';
 
 const MIN_CAPACITY = 16;
 const MAX_LOAD = 0.75;
@@ -17,6 +20,7 @@ export class IdTable {
   size = 0;
   private cells: Int32Array; // slot + 1, 0 = empty
   private keys: Float64Array = NO_KEYS;
+  private col: OffsetColumn | null = null; // when bound to an OffsetColumn (keys unused)
   private mask: number;
   private readonly minCapacity: number; // never shrink below the size asked for up front
 
@@ -29,8 +33,19 @@ export class IdTable {
   }
 
   /** Points the table at the owner's id column (indexed by slot). */
-  bind(keys: Float64Array): void {
-    this.keys = keys;
+  bind(keys: Float64Array | OffsetColumn): void {
+    if (keys instanceof Float64Array) {
+      this.keys = keys;
+      this.col = null;
+    } else {
+      this.keys = NO_KEYS;
+      this.col = keys;
+    }
+  }
+
+  private key(slot: number): number {
+    const col = this.col;
+    return col === null ? this.keys[slot] : col.get(slot);
   }
 
   get capacity(): number {
@@ -46,12 +61,11 @@ export class IdTable {
   get(id: number): number {
     if (!(id > 0)) return -1; // ids are positive; 0 is what a freed slot's key reads as
     const cells = this.cells;
-    const keys = this.keys;
     const mask = this.mask;
     for (let i = this.home(id); ; i = (i + 1) & mask) {
       const c = cells[i];
       if (c === 0) return -1;
-      if (keys[c - 1] === id) return c - 1;
+      if (this.key(c - 1) === id) return c - 1;
     }
   }
 
@@ -59,13 +73,12 @@ export class IdTable {
    *  if `id` is already present under another slot. */
   insert(id: number, slot: number): boolean {
     if (!(id > 0)) throw new RangeError(`job id must be positive, got ${id}`);
-    if (this.keys[slot] !== id) throw new Error(`idtable: keys[${slot}] is ${this.keys[slot]}, not ${id}`);
+    if (this.key(slot) !== id) throw new Error(`idtable: keys[${slot}] is ${this.key(slot)}, not ${id}`);
     if (this.size + 1 > this.cells.length * MAX_LOAD) this.rehash(this.cells.length * 2);
     const cells = this.cells;
-    const keys = this.keys;
     const mask = this.mask;
     let i = this.home(id);
-    for (; cells[i] !== 0; i = (i + 1) & mask) if (keys[cells[i] - 1] === id) return false;
+    for (; cells[i] !== 0; i = (i + 1) & mask) if (this.key(cells[i] - 1) === id) return false;
     cells[i] = slot + 1;
     this.size++;
     return true;
@@ -75,19 +88,18 @@ export class IdTable {
   remove(id: number): number {
     if (!(id > 0)) return -1;
     const cells = this.cells;
-    const keys = this.keys;
     const mask = this.mask;
     let i = this.home(id);
     for (;; i = (i + 1) & mask) {
       const c = cells[i];
       if (c === 0) return -1;
-      if (keys[c - 1] === id) break;
+      if (this.key(c - 1) === id) break;
     }
     const slot = cells[i] - 1;
     // Backward shift: pull later cluster members into the hole when the hole lies on their
     // probe path (cyclically between their home cell and where they sit now).
     for (let j = (i + 1) & mask; cells[j] !== 0; j = (j + 1) & mask) {
-      const h = this.home(keys[cells[j] - 1]);
+      const h = this.home(this.key(cells[j] - 1));
       if (((j - h) & mask) >= ((j - i) & mask)) {
         cells[i] = cells[j];
         i = j;
@@ -108,7 +120,7 @@ export class IdTable {
     for (let i = 0; i < cells.length; i++) {
       if (cells[i] === 0) continue;
       n++;
-      const id = this.keys[cells[i] - 1];
+      const id = this.key(cells[i] - 1);
       if (!(id > 0)) throw new Error(`idtable: cell ${i} holds slot ${cells[i] - 1} whose key is ${id}`);
       for (let j = this.home(id); j !== i; j = (j + 1) & mask) {
         if (cells[j] === 0) throw new Error(`idtable: id ${id} at ${i} unreachable (gap at ${j})`);
@@ -119,7 +131,7 @@ export class IdTable {
 
   /** Calls fn for every entry (test/invariant helper). */
   forEach(fn: (id: number, slot: number) => void): void {
-    for (let i = 0; i < this.cells.length; i++) if (this.cells[i] !== 0) fn(this.keys[this.cells[i] - 1], this.cells[i] - 1);
+    for (let i = 0; i < this.cells.length; i++) if (this.cells[i] !== 0) fn(this.key(this.cells[i] - 1), this.cells[i] - 1);
   }
 
   // Ids are integers below 2^53: mix both 32-bit halves, then a murmur-style finalizer so
@@ -137,11 +149,10 @@ export class IdTable {
     this.cells = cells;
     this.mask = capacity - 1;
     const mask = this.mask;
-    const keys = this.keys;
     for (let i = 0; i < old.length; i++) {
       const c = old[i];
       if (c === 0) continue;
-      let j = this.home(keys[c - 1]);
+      let j = this.home(this.key(c - 1));
       while (cells[j] !== 0) j = (j + 1) & mask;
       cells[j] = c;
     }

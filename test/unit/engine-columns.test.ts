@@ -1,0 +1,117 @@
+import { describe, expect, it } from 'vitest';
+import { OFFSET_LEAD, OffsetColumn, WIDE } from '../../workers/engine/columns.ts';
+import { Engine, RESERVED } from '../../workers/engine/engine.ts';
+
+function column(slots: number, live: (s: number) => boolean = () => true): OffsetColumn {
+  const c = new OffsetColumn(live);
+  c.adopt(new Uint32Array(slots));
+  return c;
+}
+
+describe('OffsetColumn (u32 offsets from a base, a side map for the rest)', () => {
+  it('keeps values around the first one in 4 bytes, and others whole in the side map', () => {
+    const c = column(8);
+    const t0 = 1_700_000_000_123;
+    c.set(0, t0);
+    c.set(1, t0 + OFFSET_LEAD - 2); // the window's last value (WIDE - 1 from the base)
+    c.set(2, t0 - OFFSET_LEAD); // its first
+    c.set(3, t0 + 0.5); // not an integer
+    c.set(4, t0 - OFFSET_LEAD - 1); // before the window
+    c.set(5, 2 ** 53 - 1); // far ahead: never moves the window
+    expect([0, 1, 2, 3, 4, 5].map((s) => c.get(s))).toEqual([t0, t0 + OFFSET_LEAD - 2, t0 - OFFSET_LEAD, t0 + 0.5, t0 - OFFSET_LEAD - 1, 2 ** 53 - 1]);
+    expect([0, 1, 2].map((s) => c.cells[s] !== WIDE)).toEqual([true, true, true]);
+    expect(c.wide.size).toBe(3);
+    c.set(3, t0 + 1); // back in the window: the side entry goes
+    c.clear(4);
+    expect(c.wide.size).toBe(1);
+    expect(c.rebases).toBe(0);
+  });
+
+  it('moves its window forward for a value just past it, re-encoding live slots and leaving the rest', () => {
+    const live = new Set([0, 1, 2]);
+    const c = column(4, (s) => live.has(s));
+    c.set(0, 1000);
+    c.set(1, 1000 + OFFSET_LEAD - 2); // fits
+    expect(c.rebases).toBe(0);
+    c.set(2, 1000 + OFFSET_LEAD + 100); // just past the end: the window moves by LEAD + 101
+    expect(c.rebases).toBe(1);
+    expect(c.base).toBe(1100);
+    expect([0, 1, 2].map((s) => c.get(s))).toEqual([1000, 1000 + OFFSET_LEAD - 2, 1000 + OFFSET_LEAD + 100]);
+    expect(c.cells[0]).toBe(WIDE); // left behind: kept whole
+    expect(c.cells[1]).not.toBe(WIDE);
+    expect(c.wide.size).toBe(1);
+  });
+
+  it('moves its window at most once per a quarter of its length in sets (amortized O(1))', () => {
+    const c = column(64, (s) => s <= 40);
+    c.set(0, 0);
+    // Every value just past the window [-LEAD, LEAD - 1): each would move it.
+    for (let i = 1; i <= 40; i++) c.set(i, OFFSET_LEAD + i);
+    // It moved once, at the 16th set (64 / 4), to the value then set - LEAD; then all fit.
+    expect(c.rebases).toBe(1);
+    expect(c.base).toBe(15);
+    for (let i = 1; i <= 40; i++) expect(c.get(i)).toBe(OFFSET_LEAD + i);
+    expect(c.get(0)).toBe(0);
+    expect(c.wide.size).toBe(1); // slot 0, left behind
+  });
+
+  it('a test with the limit removed moves on every set (the bound above can fail)', () => {
+    const c = column(1); // a quarter of 1 slot is 0 sets: always allowed
+    c.set(0, 0);
+    for (let i = 1; i <= 5; i++) c.set(0, i * OFFSET_LEAD * 1.5);
+    expect(c.rebases).toBe(5);
+    expect(c.get(0)).toBe(5 * OFFSET_LEAD * 1.5);
+    expect(c.wide.size).toBe(0);
+  });
+});
+
+describe('engine with values outside the 4-byte windows', () => {
+  it('reports ids up to 2^53, times from far apart and u32 delays and TTRs exactly', () => {
+    const e = new Engine({ initialSlots: 16 });
+    const body = new Uint8Array(3);
+    const now = 1_700_000_000_000;
+    const ids = [1, 2 ** 32 + 5, 2 ** 53 - 1, 7];
+    e.put(1, ids[0], 10, 0, 60, body, now);
+    e.put(1, ids[1], 10, 0, 60, body, now + 0.25);
+    e.put(1, ids[2], 10, 4294967295, 4294967295, body, now - 40 * 86_400_000);
+    e.put(1, ids[3], 2 ** 32 - 1, 0, 4294967295, body, now);
+    e.invariants();
+    const out = new Float64Array(14);
+    const at = now + 3000;
+    expect(e.jobStats(ids[1], at, out)).toBe(true);
+    expect([out[0], out[4]]).toEqual([ids[1], 2]);
+    expect(e.jobStats(ids[2], at, out)).toBe(true);
+    expect([out[0], out[4], out[5], out[6], out[7]]).toEqual([ids[2], 40 * 86_400 + 3, 4294967295, 4294967295, 4294967295 - 40 * 86_400 - 4]);
+    expect(e.deadlineOf(ids[2])).toBe(now - 40 * 86_400_000 + 4294967295 * 1000);
+    // Ready order by (pri, id) across the wide and narrow ids.
+    expect(e.reserveBest([1], 1, 3, at)).toBe(ids[0]);
+    expect(e.reserveBest([1], 1, 3, at)).toBe(ids[1]);
+    expect(e.reserveBest([1], 1, 3, at)).toBe(ids[3]);
+    expect(e.state(ids[3])).toBe(RESERVED);
+    expect(e.deadlineOf(ids[3])).toBe(at + 4294967295 * 1000);
+    expect(e.kickJob(ids[2], at)).toBe(true);
+    expect(e.reserveBest([1], 1, 3, at)).toBe(ids[2]);
+    e.invariants();
+    for (const id of ids) expect(e.deleteJob(id, 3)).toBe(1);
+    e.invariants();
+  });
+
+  it('numbers buried jobs again when the bury stamps run out, keeping the kick order', () => {
+    const e = new Engine({ initialSlots: 16 });
+    const body = new Uint8Array(1);
+    (e as unknown as { buryStamp: number }).buryStamp = WIDE - 3;
+    for (let id = 1; id <= 6; id++) {
+      e.put(id % 2, id, 0, 0, 60, body, 0);
+      expect(e.reserveBest([id % 2], 1, 1, 0)).toBe(id);
+      expect(e.bury(id, 1, 0)).toBe(true);
+    }
+    e.invariants();
+    expect((e as unknown as { buryStamp: number }).buryStamp).toBeLessThan(10);
+    expect(e.kick(0, 10, 0)).toBe(3);
+    expect(Array.from(e.lastKicked)).toEqual([2, 4, 6]);
+    expect(e.listJobs(1, 4, 0, 0, 10)).toBe(false);
+    expect(Array.from(e.lastListed)).toEqual([1, 3, 5]);
+    expect(e.listJobs(1, 4, e.listKey(1), 1, 1)).toBe(true);
+    expect(Array.from(e.lastListed)).toEqual([3]);
+  });
+});
