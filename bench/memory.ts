@@ -7,6 +7,7 @@
 //   drain         200,000 1 KiB jobs put, then every one deleted: RSS at the peak and after
 //   churn         20,000 connect / put / close cycles: RSS after
 //   tubes         50,000 tubes, a job put in each, then deleted (the tubes go): RSS after
+//   jobs          1,000,000 100-byte jobs put into one tube and kept: RSS per job (peak - idle) / 1M
 // "After" is read once the server's RSS stops falling (up to 5 s), as a host would see it.
 //
 //   node_modules/.bin/node bench/memory.ts [--rounds 2] [--servers beanstalkd,shardstalk] [--points idle,connections,...]
@@ -17,7 +18,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { beanstalkdSpec, beanstalkdVersion, REPO_ROOT, startServer, type RunningServer, type ServerSpec } from './suite/servers.ts';
 
-const POINTS = ['idle', 'connections', 'drain', 'churn', 'tubes'] as const;
+const POINTS = ['idle', 'connections', 'drain', 'churn', 'tubes', 'jobs'] as const;
 type PointName = (typeof POINTS)[number];
 
 const CONNECTIONS = 5000;
@@ -25,6 +26,8 @@ const DRAIN_JOBS = 200_000;
 const DRAIN_BODY = 1024;
 const CHURN = 20_000;
 const TUBES = 50_000;
+const JOBS = 1_000_000;
+const JOBS_BODY = 100;
 const BATCH = 1000;
 
 const { values: v } = parseArgs({
@@ -36,7 +39,7 @@ const { values: v } = parseArgs({
   },
 });
 if (v.help) {
-  process.stdout.write('Usage: node bench/memory.ts [--rounds N] [--servers beanstalkd,shardstalk] [--points idle,connections,drain,churn,tubes]\n');
+  process.stdout.write('Usage: node bench/memory.ts [--rounds N] [--servers beanstalkd,shardstalk] [--points idle,connections,drain,churn,tubes,jobs]\n');
   process.exit(0);
 }
 const rounds = Number(v.rounds ?? 2);
@@ -122,6 +125,24 @@ class Pipe {
   }
 }
 
+/** The body of a `stats` reply (OK <bytes> then the YAML). */
+async function statsText(c: Pipe): Promise<string> {
+  const sock = c.sock;
+  sock.removeAllListeners('data');
+  let buf = Buffer.alloc(0);
+  const text = await new Promise<string>((res) => {
+    sock.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      const head = buf.indexOf('\r\n');
+      const m = head > 0 ? /^OK (\d+)$/.exec(buf.subarray(0, head).toString('latin1')) : null;
+      if (m && buf.length >= head + 2 + Number(m[1]) + 2) res(buf.subarray(head + 2, head + 2 + Number(m[1])).toString('latin1'));
+    });
+    sock.write('stats\r\n');
+  });
+  sock.removeAllListeners('data');
+  return text;
+}
+
 interface Result {
   server: string;
   round: number;
@@ -130,6 +151,7 @@ interface Result {
   peakKiB?: number;
   afterKiB?: number;
   perConnBytes?: number;
+  perJobBytes?: number;
 }
 
 async function runPoint(server: RunningServer, point: PointName, round: number): Promise<Result> {
@@ -161,6 +183,19 @@ async function runPoint(server: RunningServer, point: PointName, round: number):
     }
     r.peakKiB = await settledRss(pid);
     for (let i = 0; i < ids.length; i += BATCH) await c.send(ids.slice(i, i + BATCH).map((id) => `delete ${id}\r\n`).join(''), Math.min(BATCH, ids.length - i));
+  } else if (point === 'jobs') {
+    // Puts are answered before the shard holds them, so wait until `stats` counts every job.
+    const body = 'x'.repeat(JOBS_BODY);
+    for (let i = 0; i < JOBS / BATCH; i++) await c.send(`put 0 0 60 ${JOBS_BODY}\r\n${body}\r\n`.repeat(BATCH), BATCH);
+    for (let waited = 0; waited < 60_000; waited += 100) {
+      const stats = await statsText(c);
+      if (Number(/current-jobs-ready: (\d+)/.exec(stats)?.[1]) >= JOBS) break;
+      await sleep(100);
+    }
+    r.peakKiB = await settledRss(pid);
+    r.perJobBytes = Math.round(((r.peakKiB - idleKiB) * 1024) / JOBS);
+    c.close();
+    return r;
   } else if (point === 'churn') {
     for (let i = 0; i < CHURN; i++) {
       const p = await Pipe.open(server.port);
@@ -219,6 +254,7 @@ if (points.includes('connections')) row(`per idle connection (${CONNECTIONS.toLo
 if (points.includes('connections')) row('… after they close', (n) => mib(pick(n, 'connections', (r) => r.afterKiB)));
 if (points.includes('drain')) row(`${DRAIN_JOBS.toLocaleString('en')} 1 KiB jobs: idle → peak → after all deleted`, (n) => `${mib(pick(n, 'drain', (r) => r.idleKiB))} → ${mib(pick(n, 'drain', (r) => r.peakKiB))} → ${mib(pick(n, 'drain', (r) => r.afterKiB))}`);
 if (points.includes('churn')) row(`${CHURN.toLocaleString('en')} connect / put / close: idle → after`, (n) => `${mib(pick(n, 'churn', (r) => r.idleKiB))} → ${mib(pick(n, 'churn', (r) => r.afterKiB))}`);
+if (points.includes('jobs')) row(`${JOBS.toLocaleString('en')} ${JOBS_BODY}-byte jobs held: RSS per job (idle → peak)`, (n) => `${pick(n, 'jobs', (r) => r.perJobBytes)} B (${mib(pick(n, 'jobs', (r) => r.idleKiB))} → ${mib(pick(n, 'jobs', (r) => r.peakKiB))})`);
 if (points.includes('tubes')) row(`${TUBES.toLocaleString('en')} tubes made, then emptied: idle → peak → after`, (n) => `${mib(pick(n, 'tubes', (r) => r.idleKiB))} → ${mib(pick(n, 'tubes', (r) => r.peakKiB))} → ${mib(pick(n, 'tubes', (r) => r.afterKiB))}`);
 
 process.stdout.write(

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { OFFSET_LEAD, OffsetColumn, WIDE } from '../../workers/engine/columns.ts';
+import { OFFSET_LEAD, OFFSET_MAX, OffsetColumn, WIDE } from '../../workers/engine/columns.ts';
 import { Engine, RESERVED } from '../../workers/engine/engine.ts';
 
 function column(slots: number, live: (s: number) => boolean = () => true): OffsetColumn {
   const c = new OffsetColumn(live);
-  c.adopt(new Uint32Array(slots));
+  c.adopt(new Int32Array(slots));
   return c;
 }
 
@@ -13,12 +13,12 @@ describe('OffsetColumn (u32 offsets from a base, a side map for the rest)', () =
     const c = column(8);
     const t0 = 1_700_000_000_123;
     c.set(0, t0);
-    c.set(1, t0 + OFFSET_LEAD - 2); // the window's last value (WIDE - 1 from the base)
+    c.set(1, t0 - OFFSET_LEAD + OFFSET_MAX); // the window's last value
     c.set(2, t0 - OFFSET_LEAD); // its first
     c.set(3, t0 + 0.5); // not an integer
     c.set(4, t0 - OFFSET_LEAD - 1); // before the window
     c.set(5, 2 ** 53 - 1); // far ahead: never moves the window
-    expect([0, 1, 2, 3, 4, 5].map((s) => c.get(s))).toEqual([t0, t0 + OFFSET_LEAD - 2, t0 - OFFSET_LEAD, t0 + 0.5, t0 - OFFSET_LEAD - 1, 2 ** 53 - 1]);
+    expect([0, 1, 2, 3, 4, 5].map((s) => c.get(s))).toEqual([t0, t0 - OFFSET_LEAD + OFFSET_MAX, t0 - OFFSET_LEAD, t0 + 0.5, t0 - OFFSET_LEAD - 1, 2 ** 53 - 1]);
     expect([0, 1, 2].map((s) => c.cells[s] !== WIDE)).toEqual([true, true, true]);
     expect(c.wide.size).toBe(3);
     c.set(3, t0 + 1); // back in the window: the side entry goes
@@ -31,12 +31,13 @@ describe('OffsetColumn (u32 offsets from a base, a side map for the rest)', () =
     const live = new Set([0, 1, 2]);
     const c = column(4, (s) => live.has(s));
     c.set(0, 1000);
-    c.set(1, 1000 + OFFSET_LEAD - 2); // fits
+    const last = 1000 - OFFSET_LEAD + OFFSET_MAX;
+    c.set(1, last); // fits
     expect(c.rebases).toBe(0);
-    c.set(2, 1000 + OFFSET_LEAD + 100); // just past the end: the window moves by LEAD + 101
+    c.set(2, last + 101); // just past the end: the window moves
     expect(c.rebases).toBe(1);
-    expect(c.base).toBe(1100);
-    expect([0, 1, 2].map((s) => c.get(s))).toEqual([1000, 1000 + OFFSET_LEAD - 2, 1000 + OFFSET_LEAD + 100]);
+    expect(c.base).toBe(last + 101 - OFFSET_LEAD);
+    expect([0, 1, 2].map((s) => c.get(s))).toEqual([1000, last, last + 101]);
     expect(c.cells[0]).toBe(WIDE); // left behind: kept whole
     expect(c.cells[1]).not.toBe(WIDE);
     expect(c.wide.size).toBe(1);
@@ -45,12 +46,13 @@ describe('OffsetColumn (u32 offsets from a base, a side map for the rest)', () =
   it('moves its window at most once per a quarter of its length in sets (amortized O(1))', () => {
     const c = column(64, (s) => s <= 40);
     c.set(0, 0);
-    // Every value just past the window [-LEAD, LEAD - 1): each would move it.
-    for (let i = 1; i <= 40; i++) c.set(i, OFFSET_LEAD + i);
+    // Every value just past the window [-LEAD, end]: each would move it.
+    const end = OFFSET_MAX - OFFSET_LEAD;
+    for (let i = 1; i <= 40; i++) c.set(i, end + i);
     // It moved once, at the 16th set (64 / 4), to the value then set - LEAD; then all fit.
     expect(c.rebases).toBe(1);
-    expect(c.base).toBe(15);
-    for (let i = 1; i <= 40; i++) expect(c.get(i)).toBe(OFFSET_LEAD + i);
+    expect(c.base).toBe(end + 15 - OFFSET_LEAD);
+    for (let i = 1; i <= 40; i++) expect(c.get(i)).toBe(end + i);
     expect(c.get(0)).toBe(0);
     expect(c.wide.size).toBe(1); // slot 0, left behind
   });
@@ -58,9 +60,10 @@ describe('OffsetColumn (u32 offsets from a base, a side map for the rest)', () =
   it('a test with the limit removed moves on every set (the bound above can fail)', () => {
     const c = column(1); // a quarter of 1 slot is 0 sets: always allowed
     c.set(0, 0);
-    for (let i = 1; i <= 5; i++) c.set(0, i * OFFSET_LEAD * 1.5);
+    const step = OFFSET_MAX - OFFSET_LEAD + 10; // 9 past the end of the window the last set left
+    for (let i = 1; i <= 5; i++) c.set(0, i * step);
     expect(c.rebases).toBe(5);
-    expect(c.get(0)).toBe(5 * OFFSET_LEAD * 1.5);
+    expect(c.get(0)).toBe(5 * step);
     expect(c.wide.size).toBe(0);
   });
 });
@@ -99,7 +102,7 @@ describe('engine with values outside the 4-byte windows', () => {
   it('numbers buried jobs again when the bury stamps run out, keeping the kick order', () => {
     const e = new Engine({ initialSlots: 16 });
     const body = new Uint8Array(1);
-    (e as unknown as { buryStamp: number }).buryStamp = WIDE - 3;
+    (e as unknown as { buryStamp: number }).buryStamp = OFFSET_MAX - 2;
     for (let id = 1; id <= 6; id++) {
       e.put(id % 2, id, 0, 0, 60, body, 0);
       expect(e.reserveBest([id % 2], 1, 1, 0)).toBe(id);

@@ -77,7 +77,7 @@ describe('engine memory per slot', () => {
     for (let id = 1; id <= 3000; id++) e.put(1, id, 0, 0, 60, body, 0);
     const m = e.memoryStats();
     expect(m.slots).toBe(4096);
-    expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(50); // 62 with 8-byte ids and times; 85 with 4-byte counters, an owner column and the log column
+    expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(42); // 50 with four link columns, 62 with 8-byte ids and times; 85 with 4-byte counters, an owner column and the log column
     expect(m.columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + 12)); // no fileSeq column in memory mode
     expect(m.idTableBytes).toBeLessThanOrEqual(4096 * 4); // cells are slots alone, load <= 0.75
     e.setFile(5, 3); // the first log segment number allocates the column
@@ -87,6 +87,28 @@ describe('engine memory per slot', () => {
     for (let id = 3001; id <= 5000; id++) e.put(1, id, 0, 0, 60, body, 0); // grows with the rest
     expect(e.fileOf(5)).toBe(3);
     expect(e.memoryStats().columnBytes).toBe(8192 * (COLUMN_BYTES_PER_SLOT + 12 + 4));
+    e.invariants();
+  });
+});
+
+describe('reservations (owner and connection list) apart from the job columns', () => {
+  it('take as many records as jobs reserved at once, reused, and drop back when the engine empties', () => {
+    const e = new Engine({ initialSlots: 64 });
+    const body = new Uint8Array(10);
+    const empty = e.memoryStats().reservationBytes;
+    for (let id = 1; id <= 3000; id++) e.put(1, id, 0, 0, 60, body, 0);
+    for (let i = 0; i < 1000; i++) expect(e.reserveBest([1], 1, 1 + (i % 3), 0)).toBe(i + 1);
+    e.invariants();
+    const held = e.memoryStats().reservationBytes;
+    expect(held).toBeGreaterThanOrEqual(1000 * 12);
+    expect(held).toBeLessThanOrEqual(2 * 1000 * 12);
+    expect(e.releaseConn(2, 0)).toBe(333);
+    for (let i = 0; i < 333; i++) expect(e.reserveBest([1], 1, 4, 0)).toBeGreaterThan(0); // the freed records again
+    expect(e.memoryStats().reservationBytes).toBe(held);
+    e.invariants();
+    for (const c of [1, 3, 4]) e.releaseConn(c, 0);
+    for (let id = 1; id <= 3000; id++) expect(e.deleteJob(id, 0)).toBe(1);
+    expect(e.memoryStats().reservationBytes).toBe(empty);
     e.invariants();
   });
 });

@@ -3,16 +3,16 @@
 // (nowMs) so tests drive time.
 //
 // Memory layout: a job is a slot number into typed-array columns (no object or Map entry per
-// job). Free slots form a list through the `next` column. Slots are found by id through an
+// job). Free slots form a list through the `link` column. Slots are found by id through an
 // open-addressing IdTable. Per tube, READY slots sit in a heap by (pri, id) and DELAYED slots in
-// a heap by (deadline, id), both writing their position into `heapPos` (a job is in at most one
+// a heap by (deadline, id), both writing their position into `pos` (a job is in at most one
 // of them). One shard-global timer heap by (deadline, id) holds every DELAYED job (deadline =
 // ready-at) and every RESERVED job until its TTR runs out (deadline = TTR expiry; past it, the
-// job stays RESERVED with timerPos NIL until expire()), writing `timerPos`. The `prev`/`next`
-// columns link BURIED jobs into their tube's FIFO and RESERVED jobs into their connection's
-// list (a job is never both). Bodies live in the slab BodyStore.
+// job stays RESERVED with link NIL until expire()), writing `link`. BURIED jobs are linked into
+// their tube's FIFO through `pos`/`link`; a RESERVED job's `pos` names its reservation, which
+// holds the owner and links it into the connection's list. Bodies live in the slab BodyStore.
 
-import { ColumnBlock, growF64, growI32, OffsetColumn, release, WIDE } from './columns.ts';
+import { ColumnBlock, growF64, growI32, OFFSET_MAX, OffsetColumn, release } from './columns.ts';
 import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, COUNTERS, Counters } from './counters.ts';
 import { IndexHeap } from './heap.ts';
 import { IdTable } from './idtable.ts';
@@ -43,13 +43,14 @@ export const TUBE_STATS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', '
 export const TOTALS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', 'current-jobs-reserved', 'current-jobs-delayed', 'current-jobs-buried', 'job-timeouts'] as const;
 
 const NIL = -1;
+const RES_FIELDS = 3, RES_CONN = 0, RES_PREV = 1, RES_NEXT = 2;
 const EMPTY = new Uint8Array(0);
 /** A drained engine lays its columns out again at their first size if they grew past this many times it. */
 export const SHRINK_SLOTS_FACTOR = 4;
 
 /** Bytes of engine column storage per job slot (see grow()), without a write-ahead log (its
  *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. */
-export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 4 + 4 + 4 + 4 + 4 + COUNTERS + 4 + 4 + 2 * 4;
+export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 4 + 4 + 4 + 4 + 4 + COUNTERS + 4 + 4;
 
 /**
  * Whole seconds left, as beanstalkd prints them: it keeps nanoseconds, so by the time anyone
@@ -86,13 +87,23 @@ export class Engine {
   // ms: DELAYED = ready-at, RESERVED = TTR expiry; BURIED: the bury stamp, raw in the cell.
   private readonly deadline = new OffsetColumn((s) => this.jobState[s] === DELAYED || this.jobState[s] === RESERVED);
   private readonly created = new OffsetColumn((s) => this.jobState[s] !== 0); // ms
+  // ids.cells and deadline.cells, for the heaps' comparisons (one load fewer)
+  private idCells: Int32Array = new Int32Array(0);
+  private deadlineCells: Int32Array = new Int32Array(0);
   private readonly counts = new Counters(); // reserves, timeouts, releases, buries, kicks
-  // READY/DELAYED: position in the tube's ready or delay heap. RESERVED (in neither heap): the
-  // reserving connection.
-  private heapPos: Int32Array = new Int32Array(0);
-  private timerPos: Int32Array = new Int32Array(0); // position in the timer heap
-  private prev: Int32Array = new Int32Array(0); // buried FIFO / conn reserved list
-  private next: Int32Array = new Int32Array(0); // same, and the free-slot list
+  // Two link columns serve every state, since a job is in one structure or two at a time:
+  //   READY     pos: place in the tube's ready heap       link: NIL
+  //   DELAYED   pos: place in the tube's delay heap       link: place in the timer heap
+  //   RESERVED  pos: its reservation (owner, conn list)   link: place in the timer heap (NIL: expired)
+  //   BURIED    pos: previous in the tube's buried FIFO   link: next in it
+  //   free      link: next free slot
+  private pos: Int32Array = new Int32Array(0);
+  private link: Int32Array = new Int32Array(0);
+  // Reservations, RES_FIELDS ints each: the owner and the previous and next slot in its list; a
+  // free one's RES_NEXT chains the free ones. As many as jobs reserved at once, not one per job.
+  private res: Int32Array = new Int32Array(RES_FIELDS * 16);
+  private resFree = NIL;
+  private resHwm = 0;
   // Write-ahead log segment holding the job's FULL record (0: none); allocated on the first
   // setFile, so an engine without a log never pays for it.
   private fileSeq: Int32Array = new Int32Array(0);
@@ -130,28 +141,29 @@ export class Engine {
   private readonly readyLess = (a: number, b: number): boolean => {
     const pa = this.pri[a];
     const pb = this.pri[b];
-    return pa < pb || (pa === pb && this.idLess(a, b));
+    if (pa !== pb) return pa < pb;
+    const ids = this.idCells;
+    const ia = ids[a];
+    const ib = ids[b];
+    return (ia | ib) >= 0 ? ia < ib : this.idLess(a, b); // neither in the side map: same base
   };
   private readonly timeLess = (a: number, b: number): boolean => {
-    const cells = this.deadline.cells;
+    const cells = this.deadlineCells;
     const ca = cells[a];
     const cb = cells[b];
-    if (ca !== WIDE && cb !== WIDE) return ca < cb || (ca === cb && this.idLess(a, b));
+    if ((ca | cb) >= 0 && ca !== cb) return ca < cb; // neither in the side map: same base
     const da = this.deadline.get(a);
     const db = this.deadline.get(b);
     return da < db || (da === db && this.idLess(a, b));
   };
   private idLess(a: number, b: number): boolean {
-    const cells = this.ids.cells;
-    const ca = cells[a];
-    const cb = cells[b];
-    return ca !== WIDE && cb !== WIDE ? ca < cb : this.ids.get(a) < this.ids.get(b);
+    return this.ids.get(a) < this.ids.get(b);
   }
   private readonly setHeapPos = (s: number, p: number): void => {
-    this.heapPos[s] = p;
+    this.pos[s] = p;
   };
   private readonly setTimerPos = (s: number, p: number): void => {
-    this.timerPos[s] = p;
+    this.link[s] = p;
   };
 
   constructor(opts: EngineOptions = {}) {
@@ -184,7 +196,7 @@ export class Engine {
     this.ttr[s] = ttrSec;
     this.delay[s] = delaySec;
     this.created.set(s, nowMs);
-    this.heapPos[s] = this.timerPos[s] = this.prev[s] = this.next[s] = NIL;
+    this.pos[s] = this.link[s] = NIL;
     if (s < this.fileSeq.length) this.fileSeq[s] = 0;
     this.bodies.put(s, body, start, end);
     this.live++;
@@ -266,7 +278,7 @@ export class Engine {
   /** Returns the job's tube, or -1 (NOT_FOUND). A reserved job can only be deleted by its owner. */
   deleteJob(id: number, conn: number): number {
     const s = this.index.get(id);
-    if (s === NIL || (this.jobState[s] === RESERVED && this.heapPos[s] !== conn)) return -1;
+    if (s === NIL || (this.jobState[s] === RESERVED && this.ownerOf(s) !== conn)) return -1;
     const t = this.tubeAt(s);
     this.leave(s, t);
     t.cmdDelete++;
@@ -310,9 +322,9 @@ export class Engine {
   /** Only if RESERVED by conn and its TTR has not run out: TTR restarts from now. */
   touch(id: number, conn: number, nowMs: number): boolean {
     const s = this.reservedBy(id, conn);
-    if (s === NIL || this.timerPos[s] === NIL) return false;
+    if (s === NIL || this.link[s] === NIL) return false;
     this.deadline.set(s, nowMs + this.ttr[s] * 1000);
-    this.timers.update(this.timerPos[s]);
+    this.timers.update(this.link[s]);
     return true;
   }
 
@@ -331,7 +343,7 @@ export class Engine {
    */
   expire(id: number, conn: number, reserves: number): number {
     const s = this.reservedBy(id, conn);
-    if (s === NIL || this.timerPos[s] !== NIL || this.counts.get(s, C_RESERVES) !== reserves) return -1;
+    if (s === NIL || this.link[s] !== NIL || this.counts.get(s, C_RESERVES) !== reserves) return -1;
     const t = this.tubeAt(s);
     this.leaveReserved(s, t);
     this.enterReady(s, t);
@@ -374,8 +386,8 @@ export class Engine {
   /** The soonest TTR end (ms) of the jobs `conn` holds here whose TTR has not run out (Infinity: none). */
   heldDeadline(conn: number): number {
     let soonest = Infinity;
-    for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.next[s]) {
-      if (this.timerPos[s] !== NIL && this.deadline.get(s) < soonest) soonest = this.deadline.get(s);
+    for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.resNext(s)) {
+      if (this.link[s] !== NIL && this.deadline.get(s) < soonest) soonest = this.deadline.get(s);
     }
     return soonest;
   }
@@ -460,14 +472,14 @@ export class Engine {
         selectFromHeap(state === READY ? t.ready : t.delay, state === READY ? this.readyLess : this.timeLess, after, want, got);
       } else if (state === BURIED) {
         let s = t.buriedHead;
-        if (cursorId !== 0) while (s !== NIL && this.deadline.cells[s] <= cursorKey) s = this.next[s];
-        for (; s !== NIL && got.length < want; s = this.next[s]) got.push(s);
+        if (cursorId !== 0) while (s !== NIL && this.deadline.cells[s] <= cursorKey) s = this.link[s];
+        for (; s !== NIL && got.length < want; s = this.link[s]) got.push(s);
       } else if (state === RESERVED && t.reserved > 0) {
         const ids = this.ids;
         const byId = (a: number, b: number): boolean => ids.get(a) < ids.get(b);
         const best = new SlotHeap((a, b) => byId(b, a)); // the largest of the best `want` on top
         for (const head of this.connHead.values()) {
-          for (let s = head; s !== NIL; s = this.next[s]) {
+          for (let s = head; s !== NIL; s = this.resNext(s)) {
             if (this.tube[s] !== tube || ids.get(s) <= cursorId) continue;
             if (best.size < want) best.push(s);
             else if (byId(s, best.top())) best.replaceTop(s);
@@ -691,13 +703,14 @@ export class Engine {
   }
 
   /** Memory held by this engine's structures, in bytes (for stats and tests). */
-  memoryStats(): { jobs: number; slots: number; columnBytes: number; idTableBytes: number; timerHeapBytes: number; bodyHeldBytes: number; bodyLiveBytes: number; bodyCompactions: number } {
+  memoryStats(): { jobs: number; slots: number; columnBytes: number; idTableBytes: number; timerHeapBytes: number; reservationBytes: number; bodyHeldBytes: number; bodyLiveBytes: number; bodyCompactions: number } {
     return {
       jobs: this.live,
       slots: this.cap,
       columnBytes: this.cap * COLUMN_BYTES_PER_SLOT + this.fileSeq.byteLength + this.bodies.slotBytes,
       idTableBytes: this.index.bytes,
       timerHeapBytes: this.timers.items.byteLength,
+      reservationBytes: this.res.byteLength,
       bodyHeldBytes: this.bodies.heldBytes,
       bodyLiveBytes: this.bodies.liveBytes,
       bodyCompactions: this.bodies.compactions,
@@ -745,13 +758,13 @@ export class Engine {
       if (this.deadline.get(s) > nowMs) break;
       const t = this.tubeAt(s);
       if (this.jobState[s] !== DELAYED) {
-        // TTR over: out of the timer heap (timerPos NIL marks it expired), still held by its
+        // TTR over: out of the timer heap (link NIL marks it expired), still held by its
         // connection until expire(); see expire() for why.
         timers.removeAt(0);
         this.expiredCt++;
         this.counts.inc(s, C_TIMEOUTS);
         this.jobTimeouts++;
-        (timedOut ??= []).push(this.ids.get(s), this.heapPos[s], this.counts.get(s, C_RESERVES));
+        (timedOut ??= []).push(this.ids.get(s), this.ownerOf(s), this.counts.get(s, C_RESERVES));
         continue;
       }
       this.leaveDelayed(s, t);
@@ -801,28 +814,26 @@ export class Engine {
       if (!c) per.set(tube.id, (c = [0, 0, 0, 0, 0]));
       counts[st]++;
       c[st]++;
-      const hp = this.heapPos[s];
-      const tp = this.timerPos[s];
+      const hp = this.pos[s];
+      const tp = this.link[s];
       if (st === READY) {
-        if (tube.ready.items[hp] !== s || hp >= tube.ready.size) fail(`ready slot ${s} heapPos ${hp}`);
-        if (tp !== NIL) fail(`ready slot ${s} has timerPos ${tp}`);
+        if (tube.ready.items[hp] !== s || hp >= tube.ready.size) fail(`ready slot ${s} pos ${hp}`);
+        if (tp !== NIL) fail(`ready slot ${s} has link ${tp}`);
         if (this.pri[s] < URGENT_PRI) {
           c[0]++;
           urgent++;
         }
       } else if (st === DELAYED) {
-        if (tube.delay.items[hp] !== s || hp >= tube.delay.size) fail(`delayed slot ${s} heapPos ${hp}`);
-        if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`delayed slot ${s} timerPos ${tp}`);
+        if (tube.delay.items[hp] !== s || hp >= tube.delay.size) fail(`delayed slot ${s} pos ${hp}`);
+        if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`delayed slot ${s} link ${tp}`);
       } else if (st === RESERVED) {
         if (tp === NIL) counts[5]++; // expired, waiting for expire()
-        else if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`reserved slot ${s} timerPos ${tp}`);
-        if (hp <= 0) fail(`reserved slot ${s} has no owner (${hp})`);
-      } else {
-        if (hp !== NIL || tp !== NIL) fail(`buried slot ${s} in a heap`);
+        else if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`reserved slot ${s} link ${tp}`);
+        if (hp < 0 || hp >= this.resHwm || this.res[hp * RES_FIELDS + RES_CONN] <= 0) fail(`reserved slot ${s} has no owner (${hp})`);
       }
     }
     let free = 0;
-    for (let s = this.freeHead; s !== NIL; s = this.next[s]) {
+    for (let s = this.freeHead; s !== NIL; s = this.link[s]) {
       if (this.jobState[s] !== 0) fail(`free slot ${s} has state ${this.jobState[s]}`);
       if (++free > this.hwm) fail('free list cycle');
     }
@@ -841,7 +852,7 @@ export class Engine {
       ['timer heap', this.timers.size, counts[DELAYED] + counts[RESERVED] - counts[5]],
     ];
     for (const [name, have, want] of cmp) if (have !== want) fail(`${name} count ${have}, found ${want}`);
-    this.timers.check((s) => this.timerPos[s], 'timer heap');
+    this.timers.check((s) => this.link[s], 'timer heap');
 
     for (const t of this.tubes.values()) {
       const c = per.get(t.id) ?? [0, 0, 0, 0, 0];
@@ -853,13 +864,13 @@ export class Engine {
         ['buried', t.buried, c[BURIED]],
       ];
       for (const [name, have, want] of tc) if (have !== want) fail(`tube ${t.id} ${name} ${have}, found ${want}`);
-      t.ready.check((s) => this.heapPos[s], `tube ${t.id} ready heap`);
-      t.delay.check((s) => this.heapPos[s], `tube ${t.id} delay heap`);
+      t.ready.check((s) => this.pos[s], `tube ${t.id} ready heap`);
+      t.delay.check((s) => this.pos[s], `tube ${t.id} delay heap`);
       let n = 0;
       let last = NIL;
-      for (let s = t.buriedHead; s !== NIL; s = this.next[s]) {
+      for (let s = t.buriedHead; s !== NIL; s = this.link[s]) {
         if (this.jobState[s] !== BURIED || this.tube[s] !== t.id) fail(`tube ${t.id} buried list holds slot ${s}`);
-        if (this.prev[s] !== last) fail(`tube ${t.id} buried list prev link at ${s}`);
+        if (this.pos[s] !== last) fail(`tube ${t.id} buried list prev link at ${s}`);
         if (++n > t.buried) fail(`tube ${t.id} buried list longer than ${t.buried}`);
         last = s;
       }
@@ -871,14 +882,17 @@ export class Engine {
     let reserved = 0;
     for (const [conn, head] of this.connHead) {
       let last = NIL;
-      for (let s = head; s !== NIL; s = this.next[s]) {
-        if (this.jobState[s] !== RESERVED || this.heapPos[s] !== conn) fail(`conn ${conn} list holds slot ${s}`);
-        if (this.prev[s] !== last) fail(`conn ${conn} list prev link at ${s}`);
+      for (let s = head; s !== NIL; s = this.resNext(s)) {
+        if (this.jobState[s] !== RESERVED || this.ownerOf(s) !== conn) fail(`conn ${conn} list holds slot ${s}`);
+        if (this.res[this.pos[s] * RES_FIELDS + RES_PREV] !== last) fail(`conn ${conn} list prev link at ${s}`);
         if (++reserved > this.reservedCt) fail('conn lists longer than reserved count');
         last = s;
       }
     }
     if (reserved !== this.reservedCt) fail(`conn lists hold ${reserved}, reserved ${this.reservedCt}`);
+    let freeRes = 0;
+    for (let r = this.resFree; r !== NIL; r = this.res[r * RES_FIELDS + RES_NEXT]) if (++freeRes > this.resHwm) fail('free reservation cycle');
+    if (freeRes + reserved !== this.resHwm) fail(`${freeRes} free + ${reserved} reservations != ${this.resHwm}`);
     this.bodies.check(live);
   }
 
@@ -914,7 +928,17 @@ export class Engine {
 
   private reservedBy(id: number, conn: number): number {
     const s = this.index.get(id);
-    return s !== NIL && this.jobState[s] === RESERVED && this.heapPos[s] === conn ? s : NIL;
+    return s !== NIL && this.jobState[s] === RESERVED && this.ownerOf(s) === conn ? s : NIL;
+  }
+
+  /** The connection holding RESERVED slot `s`. */
+  private ownerOf(s: number): number {
+    return this.res[this.pos[s] * RES_FIELDS + RES_CONN];
+  }
+
+  /** The next slot in the reserved list of RESERVED slot `s`'s owner. */
+  private resNext(s: number): number {
+    return this.res[this.pos[s] * RES_FIELDS + RES_NEXT];
   }
 
   private kickSlot(s: number, t: Tube): void {
@@ -936,7 +960,7 @@ export class Engine {
   }
 
   private leaveReady(s: number, t: Tube): void {
-    t.ready.removeAt(this.heapPos[s]);
+    t.ready.removeAt(this.pos[s]);
     this.readyCt--;
     if (this.pri[s] < URGENT_PRI) {
       t.urgent--;
@@ -953,38 +977,50 @@ export class Engine {
   }
 
   private leaveDelayed(s: number, t: Tube): void {
-    t.delay.removeAt(this.heapPos[s]);
-    this.timers.removeAt(this.timerPos[s]);
+    t.delay.removeAt(this.pos[s]);
+    this.timers.removeAt(this.link[s]);
     this.delayedCt--;
   }
 
   private enterReserved(s: number, t: Tube, conn: number, nowMs: number): void {
     this.jobState[s] = RESERVED;
-    this.heapPos[s] = conn; // out of the ready heap, so the column holds the owner
     this.deadline.set(s, nowMs + this.ttr[s] * 1000);
     this.counts.inc(s, C_RESERVES);
     this.timers.push(s);
-    // Push on the front of the connection's list.
+    // A reservation, pushed on the front of the connection's list.
+    let r = this.resFree;
+    if (r !== NIL) this.resFree = this.res[r * RES_FIELDS + RES_NEXT];
+    else {
+      r = this.resHwm++;
+      if (r * RES_FIELDS === this.res.length) this.res = growI32(this.res, this.res.length * 2);
+    }
+    const res = this.res;
     const head = this.connHead.get(conn) ?? NIL;
-    this.prev[s] = NIL;
-    this.next[s] = head;
-    if (head !== NIL) this.prev[head] = s;
+    const at = r * RES_FIELDS;
+    res[at + RES_CONN] = conn;
+    res[at + RES_PREV] = NIL;
+    res[at + RES_NEXT] = head;
+    if (head !== NIL) res[this.pos[head] * RES_FIELDS + RES_PREV] = s;
+    this.pos[s] = r;
     this.connHead.set(conn, s);
     t.reserved++;
     this.reservedCt++;
   }
 
   private leaveReserved(s: number, t: Tube): void {
-    if (this.timerPos[s] !== NIL) this.timers.removeAt(this.timerPos[s]);
+    if (this.link[s] !== NIL) this.timers.removeAt(this.link[s]);
     else this.expiredCt--;
-    const p = this.prev[s];
-    const n = this.next[s];
-    if (p !== NIL) this.next[p] = n;
-    else if (n !== NIL) this.connHead.set(this.heapPos[s], n);
-    else this.connHead.set(this.heapPos[s], NIL);
-    if (n !== NIL) this.prev[n] = p;
-    this.prev[s] = this.next[s] = NIL;
-    this.heapPos[s] = NIL;
+    const res = this.res;
+    const r = this.pos[s];
+    const at = r * RES_FIELDS;
+    const p = res[at + RES_PREV];
+    const n = res[at + RES_NEXT];
+    if (p !== NIL) res[this.pos[p] * RES_FIELDS + RES_NEXT] = n;
+    else this.connHead.set(res[at + RES_CONN], n);
+    if (n !== NIL) res[this.pos[n] * RES_FIELDS + RES_PREV] = p;
+    res[at + RES_NEXT] = this.resFree;
+    this.resFree = r;
+    this.pos[s] = NIL;
     t.reserved--;
     this.reservedCt--;
   }
@@ -993,11 +1029,11 @@ export class Engine {
     this.jobState[s] = BURIED;
     // A buried job has no deadline: the column holds its place in the buried FIFOs instead (the
     // list is in stamp order, so listJobs' cursor can find its place after the job it names left).
-    if (this.buryStamp === WIDE - 1) this.renumberBuried();
+    if (this.buryStamp === OFFSET_MAX) this.renumberBuried();
     this.deadline.setRaw(s, ++this.buryStamp);
-    this.prev[s] = t.buriedTail;
-    this.next[s] = NIL;
-    if (t.buriedTail !== NIL) this.next[t.buriedTail] = s;
+    this.pos[s] = t.buriedTail;
+    this.link[s] = NIL;
+    if (t.buriedTail !== NIL) this.link[t.buriedTail] = s;
     else t.buriedHead = s;
     t.buriedTail = s;
     t.buried++;
@@ -1005,24 +1041,24 @@ export class Engine {
   }
 
   private leaveBuried(s: number, t: Tube): void {
-    const p = this.prev[s];
-    const n = this.next[s];
-    if (p !== NIL) this.next[p] = n;
+    const p = this.pos[s];
+    const n = this.link[s];
+    if (p !== NIL) this.link[p] = n;
     else t.buriedHead = n;
-    if (n !== NIL) this.prev[n] = p;
+    if (n !== NIL) this.pos[n] = p;
     else t.buriedTail = p;
-    this.prev[s] = this.next[s] = NIL;
+    this.pos[s] = this.link[s] = NIL;
     t.buried--;
     this.buriedCt--;
   }
 
-  // The bury stamps reached WIDE - 1 (4 billion buries): number the buried jobs again from 1, in
+  // The bury stamps reached OFFSET_MAX (2 billion buries): number the buried jobs again from 1, in
   // the order of their stamps (each tube's FIFO is in stamp order). A listing cursor taken before
   // this may skip or repeat buried jobs on its next page.
   private renumberBuried(): void {
     const cells = this.deadline.cells;
     const all: number[] = [];
-    for (const t of this.tubes.values()) for (let s = t.buriedHead; s !== NIL; s = this.next[s]) all.push(s);
+    for (const t of this.tubes.values()) for (let s = t.buriedHead; s !== NIL; s = this.link[s]) all.push(s);
     all.sort((a, b) => cells[a] - cells[b]);
     for (let i = 0; i < all.length; i++) cells[all[i]] = i + 1;
     this.buryStamp = all.length;
@@ -1044,7 +1080,7 @@ export class Engine {
   private allocSlot(): number {
     const s = this.freeHead;
     if (s !== NIL) {
-      this.freeHead = this.next[s];
+      this.freeHead = this.link[s];
       return s;
     }
     if (this.hwm === this.cap) this.grow(this.cap * 2);
@@ -1057,7 +1093,7 @@ export class Engine {
     this.created.clear(s);
     this.deadline.clear(s);
     this.counts.clear(s); // a reused slot starts from zero, and big counts leave the side map
-    this.next[s] = this.freeHead;
+    this.link[s] = this.freeHead;
     this.freeHead = s;
   }
 
@@ -1070,17 +1106,18 @@ export class Engine {
     if (this.cap <= this.initialSlots * SHRINK_SLOTS_FACTOR) return;
     const old = this.ids.cells.buffer as ArrayBuffer;
     for (const c of [this.ids, this.deadline, this.created]) {
-      c.adopt(new Uint32Array(0));
+      c.adopt(new Int32Array(0));
       c.reset();
     }
     this.pri = new Uint32Array(0);
     this.tube = new Int32Array(0);
     this.ttr = new Uint32Array(0);
     this.delay = new Uint32Array(0);
-    this.heapPos = new Int32Array(0);
-    this.timerPos = new Int32Array(0);
-    this.prev = new Int32Array(0);
-    this.next = new Int32Array(0);
+    this.pos = new Int32Array(0);
+    this.link = new Int32Array(0);
+    this.res = new Int32Array(RES_FIELDS * 16); // no job is reserved
+    this.resFree = NIL;
+    this.resHwm = 0;
     this.jobState = new Uint8Array(0);
     this.counts.adopt(new Uint8Array(0));
     this.bodies.dropSlots();
@@ -1097,17 +1134,17 @@ export class Engine {
   private grow(cap: number): void {
     const old = this.cap > 0 ? (this.ids.cells.buffer as ArrayBuffer) : null;
     const b = new ColumnBlock(cap * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES));
-    this.ids.adopt(b.u32(this.ids.cells, cap));
-    this.deadline.adopt(b.u32(this.deadline.cells, cap));
-    this.created.adopt(b.u32(this.created.cells, cap));
+    this.ids.adopt(b.i32(this.ids.cells, cap));
+    this.deadline.adopt(b.i32(this.deadline.cells, cap));
+    this.created.adopt(b.i32(this.created.cells, cap));
+    this.idCells = this.ids.cells;
+    this.deadlineCells = this.deadline.cells;
     this.pri = b.u32(this.pri, cap);
     this.tube = b.i32(this.tube, cap);
     this.ttr = b.u32(this.ttr, cap);
     this.delay = b.u32(this.delay, cap);
-    this.heapPos = b.i32(this.heapPos, cap);
-    this.timerPos = b.i32(this.timerPos, cap);
-    this.prev = b.i32(this.prev, cap);
-    this.next = b.i32(this.next, cap);
+    this.pos = b.i32(this.pos, cap);
+    this.link = b.i32(this.link, cap);
     this.bodies.growSlots(cap, b); // 4-byte columns, so before the 1-byte ones
     this.jobState = b.u8(this.jobState, cap);
     this.counts.adopt(b.u8(this.counts.column, cap * COUNTERS));

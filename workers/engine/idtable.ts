@@ -62,6 +62,19 @@ export class IdTable {
     if (!(id > 0)) return -1; // ids are positive; 0 is what a freed slot's key reads as
     const cells = this.cells;
     const mask = this.mask;
+    const col = this.col;
+    if (col !== null) {
+      // An id inside the column's window is its offset in the cell: compare offsets.
+      const off = id - col.base;
+      if ((off | 0) === off && off >= 0) {
+        const offs = col.cells;
+        for (let i = this.home(id); ; i = (i + 1) & mask) {
+          const c = cells[i];
+          if (c === 0) return -1;
+          if (offs[c - 1] === off) return c - 1;
+        }
+      }
+    }
     for (let i = this.home(id); ; i = (i + 1) & mask) {
       const c = cells[i];
       if (c === 0) return -1;
