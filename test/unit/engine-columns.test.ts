@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { OFFSET_LEAD, OFFSET_MAX, OffsetColumn, WIDE } from '../../workers/engine/columns.ts';
+import { OFFSET_LEAD, OFFSET_MAX, OffsetColumn, U16_WIDE, U16Column, WIDE } from '../../workers/engine/columns.ts';
 import { Engine, RESERVED } from '../../workers/engine/engine.ts';
 
 function column(slots: number, live: (s: number) => boolean = () => true): OffsetColumn {
@@ -116,5 +116,32 @@ describe('engine with values outside the 4-byte windows', () => {
     expect(Array.from(e.lastListed)).toEqual([1, 3, 5]);
     expect(e.listJobs(1, 4, e.listKey(1), 1, 1)).toBe(true);
     expect(Array.from(e.lastListed)).toEqual([3]);
+  });
+});
+
+describe('U16Column (2 bytes a slot, a side map from U16_WIDE up)', () => {
+  it('keeps values below U16_WIDE in the cell and the rest whole, for the full u32 range', () => {
+    const c = new U16Column();
+    c.adopt(new Uint16Array(4));
+    c.set(0, U16_WIDE - 1);
+    c.set(1, U16_WIDE);
+    c.set(2, 4294967295);
+    expect([c.get(0), c.get(1), c.get(2)]).toEqual([U16_WIDE - 1, U16_WIDE, 4294967295]);
+    expect(c.wide.size).toBe(2);
+    c.set(1, 3); // back in the cell: the side entry goes
+    c.clear(2);
+    expect([c.get(1), c.get(2), c.wide.size]).toEqual([3, 0, 0]);
+  });
+
+  it('an engine job keeps a TTR and delay past 18 hours through release and stats', () => {
+    const e = new Engine({ initialSlots: 16 });
+    e.put(1, 1, 0, 0, 70_000, new Uint8Array(1), 0);
+    expect(e.reserveBest([1], 1, 2, 0)).toBe(1);
+    expect(e.deadlineOf(1)).toBe(70_000_000);
+    expect(e.release(1, 2, 0, 100_000, 0)).toBe(3);
+    const out = new Float64Array(14);
+    expect(e.jobStats(1, 0, out)).toBe(true);
+    expect([out[5], out[6]]).toEqual([100_000, 70_000]);
+    e.invariants();
   });
 });

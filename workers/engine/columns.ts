@@ -57,6 +57,12 @@ export class ColumnBlock {
     return a;
   }
 
+  u16(old: Uint16Array, n: number): Uint16Array {
+    const a = new Uint16Array(this.buf, this.take(n * 2, 2), n);
+    a.set(old);
+    return a;
+  }
+
   u8(old: Uint8Array, n: number): Uint8Array {
     const a = new Uint8Array(this.buf, this.take(n, 1), n);
     a.set(old);
@@ -197,5 +203,52 @@ export class OffsetColumn {
     this.base = base;
     this.sets = 0;
     this.rebases++;
+  }
+}
+
+/** The cell value of a U16Column whose slot's value is in its side map; also the first value
+ *  that goes there. */
+export const U16_WIDE = 0xffff;
+
+/**
+ * A column of u32 values that are nearly always small (a job's TTR and delay in seconds: 18 hours
+ * fit), 2 bytes a slot: a value from U16_WIDE up is kept in a side map and its cell says U16_WIDE.
+ */
+export class U16Column {
+  cells: Uint16Array = new Uint16Array(0);
+  readonly wide = new Map<number, number>();
+
+  get(s: number): number {
+    const c = this.cells[s];
+    return c !== U16_WIDE ? c : (this.wide.get(s) as number);
+  }
+
+  set(s: number, v: number): void {
+    const cells = this.cells;
+    if (v < U16_WIDE) {
+      if (cells[s] === U16_WIDE) this.wide.delete(s);
+      cells[s] = v;
+    } else {
+      cells[s] = U16_WIDE;
+      this.wide.set(s, v);
+    }
+  }
+
+  /** The slot holds no value any more. */
+  clear(s: number): void {
+    if (this.cells[s] === U16_WIDE) {
+      this.wide.delete(s);
+      this.cells[s] = 0;
+    }
+  }
+
+  /** Takes over `cells`, which must already hold a copy of the current ones (and be longer). */
+  adopt(cells: Uint16Array): void {
+    this.cells = cells;
+  }
+
+  /** Forgets every value (no slot is live). */
+  reset(): void {
+    this.wide.clear();
   }
 }

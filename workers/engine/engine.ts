@@ -12,7 +12,7 @@
 // their tube's FIFO through `pos`/`link`; a RESERVED job's `pos` names its reservation, which
 // holds the owner and links it into the connection's list. Bodies live in the slab BodyStore.
 
-import { ColumnBlock, growF64, growI32, OFFSET_MAX, OffsetColumn, release } from './columns.ts';
+import { ColumnBlock, growF64, growI32, OFFSET_MAX, OffsetColumn, release, U16Column } from './columns.ts';
 import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, COUNTERS, Counters } from './counters.ts';
 import { IndexHeap } from './heap.ts';
 import { IdTable } from './idtable.ts';
@@ -50,7 +50,7 @@ export const SHRINK_SLOTS_FACTOR = 4;
 
 /** Bytes of engine column storage per job slot (see grow()), without a write-ahead log (its
  *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. */
-export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 4 + 4 + 4 + 4 + 4 + COUNTERS + 4 + 4;
+export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 4 + 2 + 2 + 4 + 4 + COUNTERS + 4 + 4;
 
 /**
  * Whole seconds left, as beanstalkd prints them: it keeps nanoseconds, so by the time anyone
@@ -82,8 +82,9 @@ export class Engine {
   private pri: Uint32Array = new Uint32Array(0);
   private jobState: Uint8Array = new Uint8Array(0);
   private tube: Int32Array = new Int32Array(0); // tube id
-  private ttr: Uint32Array = new Uint32Array(0); // seconds
-  private delay: Uint32Array = new Uint32Array(0); // seconds, as last put/released
+  // Seconds, 2 bytes each: from 65535 s (18 h) on in a side map (U16Column).
+  private readonly ttr = new U16Column();
+  private readonly delay = new U16Column(); // as last put/released
   // ms: DELAYED = ready-at, RESERVED = TTR expiry; BURIED: the bury stamp, raw in the cell.
   private readonly deadline = new OffsetColumn((s) => this.jobState[s] === DELAYED || this.jobState[s] === RESERVED);
   private readonly created = new OffsetColumn((s) => this.jobState[s] !== 0); // ms
@@ -193,8 +194,8 @@ export class Engine {
     }
     this.pri[s] = pri;
     this.tube[s] = tube;
-    this.ttr[s] = ttrSec;
-    this.delay[s] = delaySec;
+    this.ttr.set(s, ttrSec);
+    this.delay.set(s, delaySec);
     this.created.set(s, nowMs);
     this.pos[s] = this.link[s] = NIL;
     if (s < this.fileSeq.length) this.fileSeq[s] = 0;
@@ -297,7 +298,7 @@ export class Engine {
     const t = this.tubeAt(s);
     this.leaveReserved(s, t);
     this.pri[s] = pri;
-    this.delay[s] = delaySec;
+    this.delay.set(s, delaySec);
     this.counts.inc(s, C_RELEASES);
     if (delaySec > 0) {
       this.enterDelayed(s, t, nowMs, delaySec);
@@ -323,7 +324,7 @@ export class Engine {
   touch(id: number, conn: number, nowMs: number): boolean {
     const s = this.reservedBy(id, conn);
     if (s === NIL || this.link[s] === NIL) return false;
-    this.deadline.set(s, nowMs + this.ttr[s] * 1000);
+    this.deadline.set(s, nowMs + this.ttr.get(s) * 1000);
     this.timers.update(this.link[s]);
     return true;
   }
@@ -579,8 +580,8 @@ export class Engine {
     out[2] = st;
     out[3] = this.pri[s];
     out[4] = Math.max(0, Math.floor((nowMs - this.created.get(s)) / 1000));
-    out[5] = this.delay[s];
-    out[6] = this.ttr[s];
+    out[5] = this.delay.get(s);
+    out[6] = this.ttr.get(s);
     out[7] = st === RESERVED || st === DELAYED ? secondsLeft(Math.max(0, this.deadline.get(s) - nowMs)) : 0;
     for (let k = 0; k < COUNTERS; k++) out[8 + k] = this.counts.get(s, k);
     out[13] = this.fileAt(s);
@@ -617,8 +618,8 @@ export class Engine {
     const s = this.index.get(id);
     if (s === NIL) return false;
     out[0] = this.pri[s];
-    out[1] = this.delay[s];
-    out[2] = this.ttr[s];
+    out[1] = this.delay.get(s);
+    out[2] = this.ttr.get(s);
     out[3] = this.jobState[s];
     out[4] = this.deadline.get(s);
     out[5] = this.created.get(s);
@@ -638,7 +639,7 @@ export class Engine {
     const s = this.index.get(id);
     const t = this.tubeAt(s);
     t.totalJobs--;
-    this.delay[s] = delaySec;
+    this.delay.set(s, delaySec);
     this.counts.set(s, C_RESERVES, reserves);
     this.counts.set(s, C_TIMEOUTS, timeouts);
     this.counts.set(s, C_RELEASES, releases);
@@ -984,7 +985,7 @@ export class Engine {
 
   private enterReserved(s: number, t: Tube, conn: number, nowMs: number): void {
     this.jobState[s] = RESERVED;
-    this.deadline.set(s, nowMs + this.ttr[s] * 1000);
+    this.deadline.set(s, nowMs + this.ttr.get(s) * 1000);
     this.counts.inc(s, C_RESERVES);
     this.timers.push(s);
     // A reservation, pushed on the front of the connection's list.
@@ -1092,6 +1093,8 @@ export class Engine {
     this.ids.clear(s);
     this.created.clear(s);
     this.deadline.clear(s);
+    this.ttr.clear(s);
+    this.delay.clear(s);
     this.counts.clear(s); // a reused slot starts from zero, and big counts leave the side map
     this.link[s] = this.freeHead;
     this.freeHead = s;
@@ -1111,8 +1114,10 @@ export class Engine {
     }
     this.pri = new Uint32Array(0);
     this.tube = new Int32Array(0);
-    this.ttr = new Uint32Array(0);
-    this.delay = new Uint32Array(0);
+    for (const c of [this.ttr, this.delay]) {
+      c.adopt(new Uint16Array(0));
+      c.reset();
+    }
     this.pos = new Int32Array(0);
     this.link = new Int32Array(0);
     this.res = new Int32Array(RES_FIELDS * 16); // no job is reserved
@@ -1141,11 +1146,11 @@ export class Engine {
     this.deadlineCells = this.deadline.cells;
     this.pri = b.u32(this.pri, cap);
     this.tube = b.i32(this.tube, cap);
-    this.ttr = b.u32(this.ttr, cap);
-    this.delay = b.u32(this.delay, cap);
     this.pos = b.i32(this.pos, cap);
     this.link = b.i32(this.link, cap);
-    this.bodies.growSlots(cap, b); // 4-byte columns, so before the 1-byte ones
+    this.bodies.growSlots(cap, b); // 4-byte columns, so before the 2- and 1-byte ones
+    this.ttr.adopt(b.u16(this.ttr.cells, cap));
+    this.delay.adopt(b.u16(this.delay.cells, cap));
     this.jobState = b.u8(this.jobState, cap);
     this.counts.adopt(b.u8(this.counts.column, cap * COUNTERS));
     if (this.fileSeq.length > 0) this.fileSeq = growI32(this.fileSeq, cap);
