@@ -3,6 +3,7 @@
 import { parseArgs } from 'node:util';
 import { VERSION } from './version.ts';
 import { makeLogger } from './log.ts';
+import { startReclaimTimer } from './shared/reclaim.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
 import { FSYNC_MS_DEFAULT, HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer, WORKQ_PORT_DEFAULT } from './server.ts';
 import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
@@ -134,6 +135,11 @@ const server = await startServer({
   log.fatal({ err: err.message }, 'cannot start');
   process.exit(1);
 });
+
+// The process's own memory policy, not the library's (startServer may run inside a test or
+// another program): after a burst, a quiet main thread gives back what V8 kept. The shard and
+// connection threads do the same for their own heaps (src/shared/reclaim.ts).
+startReclaimTimer((r) => log.debug(r, 'memory given back'));
 
 process.on('SIGUSR1', () => server.drain());
 let stopping = false;

@@ -98,7 +98,7 @@ export class ShardCore {
   /** This batch's replies and events, in order. */
   readonly out = new RecordWriter();
   private readonly wal: Wal | null;
-  private readonly log: Logger;
+  readonly log: Logger;
   /** Tube names by id (log records name their tube). */
   private readonly tubeNames: string[] = [];
   private readonly img = new Float64Array(12);

@@ -7,6 +7,7 @@
 
 import { parentPort, workerData } from 'node:worker_threads';
 import { Doorbell } from '../src/shared/doorbell.ts';
+import { RECLAIM_BUSY_REQUESTS, reclaimIfDue } from '../src/shared/reclaim.ts';
 import { RecordReader } from '../src/shared/records.ts';
 import { Ring } from '../src/shared/ring.ts';
 import { ShardCore, type ShardConfig } from './core.ts';
@@ -49,6 +50,8 @@ function publish(): void {
 }
 
 function loop(): void {
+  let lastWorkAt = Date.now();
+  let requests = 0; // applied since the last look at the heap
   for (;;) {
     if (Atomics.load(stop, 0) !== 0) return;
     let got = false;
@@ -59,8 +62,12 @@ function loop(): void {
       reader.end += n;
       got = true;
       const now = Date.now();
+      lastWorkAt = now;
       let at: number;
-      while ((at = reader.next()) !== -1) core.handle(reader.buf, at, now);
+      while ((at = reader.next()) !== -1) {
+        core.handle(reader.buf, at, now);
+        requests++;
+      }
     }
     const next = core.afterBatch(Date.now());
     if (out.len > 0) publish();
@@ -78,6 +85,12 @@ function loop(): void {
     const waitMs = until === Infinity ? IDLE_WAIT_MS : Math.max(0, Math.min(IDLE_WAIT_MS, until - Date.now()));
     if (waitMs > 0) bell.wait(seq, waitMs);
     else bell.cancelWait();
+    // Quiet for a whole idle wait: give back what a burst left (src/shared/reclaim.ts).
+    if (Date.now() - lastWorkAt >= IDLE_WAIT_MS) {
+      const r = reclaimIfDue(true, requests >= RECLAIM_BUSY_REQUESTS);
+      requests = 0;
+      if (r !== null) core.log.debug(r, 'memory given back');
+    }
   }
 }
 

@@ -8,6 +8,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type net from 'node:net';
 import { makeLogger } from '../log.ts';
 import { BeanstalkServer, ServerCounters } from '../proto/beanstalk/server.ts';
+import { startReclaimTimer } from '../shared/reclaim.ts';
 import { Router } from '../route/router.ts';
 import { openBeanstalk, serveSocket } from './listener.ts';
 import { siteRow, type SiteData, type SiteMessage } from './threads.ts';
@@ -31,9 +32,11 @@ router.onFatal = (shard, err) => send({ type: 'fatal', shard, err: err.stack ?? 
 const beanstalk = new BeanstalkServer(router, ServerCounters.attach(d.counters, siteRow(d.site)));
 const open = openBeanstalk(beanstalk);
 const sockets = new Set<net.Socket>();
+const stopReclaim = startReclaimTimer((r) => log.debug(r, 'memory given back'));
 
 port.on('message', (m: { socket?: net.Socket } | 'close') => {
   if (m === 'close') {
+    stopReclaim();
     for (const s of sockets) s.destroy();
     beanstalk.closeAll();
     void router.close().then(() => {

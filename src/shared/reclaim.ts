@@ -1,0 +1,139 @@
+// Giving memory back after a burst: one memory-reducing collection when a thread goes quiet.
+//
+// V8 keeps what a burst made it grow: the young generation grows to its maximum (2 × 64 MiB
+// here) while many objects survive (thousands of connections come and go, tens of thousands of
+// tubes are made), and a normal full collection moves the freed pages into a pool that stays
+// resident. V8's own memory reducer would release them once the isolate allocates slowly, but it
+// judges the rate by samples taken at collections, and a quiet server makes none: it reports
+// "high allocation rate" for ever (measured: a bare Node net server, 20,000 connections made and
+// closed one by one, 46 → 94 MiB and never back; shardstalk 84 → 180 MiB). Asked for one
+// memory-reducing collection (the "last resort" flavour: full collections with the pool released)
+// the same process returns to within a few MiB of its idle size.
+//
+// So each thread runs that collection once when it goes quiet after a burst: after its heap grew
+// by RECLAIM_GROWTH_BYTES, or after it was busy (what a burst freed, 50,000 tubes deleted say,
+// is garbage no collection has looked at yet: the deletes allocate too little to start one). A
+// busy thread keeps what it uses; a thread under a steady light load is never busy and never
+// pays for a collection; a quiet one gives back what a burst left. A thread with an event loop
+// calls this from a timer and judges by its event-loop utilisation; a shard thread, which blocks
+// in Atomics.wait instead, by the requests it applied and whether a wait ended with nothing to do.
+
+import v8 from 'node:v8';
+import vm from 'node:vm';
+
+/** Heap growth (committed bytes, since the last reclaim or the start) that makes a quiet thread reclaim. */
+export const RECLAIM_GROWTH_BYTES = 16 * 1024 * 1024;
+/** A thread whose event loop was busy less than this share of the last check's window is quiet. */
+export const RECLAIM_QUIET_UTILIZATION = 0.1;
+/** A thread whose event loop was busy at least this share of a check's window had a burst. */
+export const RECLAIM_BUSY_UTILIZATION = 0.3;
+/** A shard thread that applied this many requests since the last reclaim had a burst. */
+export const RECLAIM_BUSY_REQUESTS = 10_000;
+/** How often a thread with an event loop looks (ms). */
+export const RECLAIM_CHECK_MS = 1000;
+/** At most one reclaim per thread this often (ms): it costs tens of milliseconds of the thread. */
+export const RECLAIM_MIN_INTERVAL_MS = 5000;
+
+type GcFunction = (options?: { type?: string; execution?: string; flavor?: string }) => void;
+
+let gcFunction: GcFunction | null | undefined;
+
+/**
+ * This isolate's `gc`, without the --expose-gc flag on the command line: the flag set now is seen
+ * by a context made after it. null if this Node does not give it.
+ */
+function gc(): GcFunction | null {
+  if (gcFunction !== undefined) return gcFunction;
+  const own = (globalThis as { gc?: GcFunction }).gc;
+  if (typeof own === 'function') return (gcFunction = own);
+  try {
+    v8.setFlagsFromString('--expose-gc');
+    const f = vm.runInNewContext('gc') as unknown;
+    gcFunction = typeof f === 'function' ? (f as GcFunction) : null;
+  } catch {
+    gcFunction = null;
+  }
+  return gcFunction;
+}
+
+/** What a reclaim did: the thread's committed heap before and after (bytes). */
+export interface Reclaimed {
+  before: number;
+  after: number;
+}
+
+/** When to reclaim, from the thread's heap, quiet and bursts (no clock of its own, so tests drive it). */
+export class ReclaimPolicy {
+  /** The committed heap after the last reclaim (or at the start). */
+  baseline: number;
+  /** The largest committed heap seen since. */
+  peak: number;
+  /** Whether the thread was busy since. */
+  busy = false;
+  private lastAt = -Infinity;
+
+  constructor(heapBytes: number) {
+    this.baseline = heapBytes;
+    this.peak = heapBytes;
+  }
+
+  /** Notes the heap's size and the thread's state now; returns whether to reclaim (then call `done`). */
+  check(heapBytes: number, quiet: boolean, busy: boolean, nowMs: number): boolean {
+    if (heapBytes > this.peak) this.peak = heapBytes;
+    if (busy) this.busy = true;
+    if (!quiet || nowMs - this.lastAt < RECLAIM_MIN_INTERVAL_MS) return false;
+    return this.busy || this.peak - this.baseline >= RECLAIM_GROWTH_BYTES;
+  }
+
+  /** A reclaim ran at `nowMs` and left `heapBytes` committed. */
+  done(heapBytes: number, nowMs: number): void {
+    this.baseline = heapBytes;
+    this.peak = heapBytes;
+    this.busy = false;
+    this.lastAt = nowMs;
+  }
+}
+
+function heapBytes(): number {
+  return v8.getHeapStatistics().total_heap_size;
+}
+
+let policy: ReclaimPolicy | null = null;
+
+/**
+ * Looks at this thread's heap and reclaims if the policy says so; `quiet`: the thread has nothing
+ * to do now, `busy`: it had a burst since the last look. Returns what it reclaimed, or null.
+ */
+export function reclaimIfDue(quiet: boolean, busy: boolean): Reclaimed | null {
+  policy ??= new ReclaimPolicy(heapBytes());
+  const now = performance.now();
+  if (!policy.check(heapBytes(), quiet, busy, now)) return null;
+  const collect = gc();
+  if (collect === null) {
+    policy.done(heapBytes(), now); // nothing to do it with: do not look again until the next growth
+    return null;
+  }
+  const before = policy.peak;
+  collect({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  const after = heapBytes();
+  policy.done(after, performance.now());
+  return { before, after };
+}
+
+/**
+ * For a thread with an event loop: looks every RECLAIM_CHECK_MS (the timer does not keep the
+ * process alive) and reclaims when the loop was quiet since the last look. `onReclaimed` hears of
+ * each reclaim (for the log). Returns a function that stops it.
+ */
+export function startReclaimTimer(onReclaimed?: (r: Reclaimed) => void): () => void {
+  let last = performance.eventLoopUtilization();
+  const timer = setInterval(() => {
+    const now = performance.eventLoopUtilization();
+    const window = performance.eventLoopUtilization(now, last);
+    last = now;
+    const r = reclaimIfDue(window.utilization < RECLAIM_QUIET_UTILIZATION, window.utilization >= RECLAIM_BUSY_UTILIZATION);
+    if (r !== null) onReclaimed?.(r);
+  }, RECLAIM_CHECK_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
