@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BodyStore, DEFAULT_CHUNK_SIZE, MIN_CHUNK_SIZE } from '../../workers/engine/bodystore.ts';
+import { BodyStore, CHUNKS_MAX, DEFAULT_CHUNK_SIZE, MIN_CHUNK_SIZE, SLOT_BYTES } from '../../workers/engine/bodystore.ts';
 import { mulberry32 as rng } from '../support/prng.ts';
 
 // Body bytes derived from (slot, generation, len) so moved bodies can be verified exactly.
@@ -11,6 +11,37 @@ function bodyFor(slot: number, gen: number, len: number): Uint8Array {
 
 
 describe('BodyStore', () => {
+  it('locates a body in SLOT_BYTES per slot, its length past 2 bytes in a side map, through compaction', () => {
+    expect(SLOT_BYTES).toBeLessThanOrEqual(8); // was 12: a 4-byte chunk number and length
+    const s = new BodyStore(1 << 18, 4, 1 << 18);
+    expect(s.slotBytes).toBe(4 * SLOT_BYTES);
+    s.put(0, bodyFor(0, 0, 65534));
+    s.put(1, bodyFor(1, 0, 65535)); // the first length kept in the side map
+    s.put(2, bodyFor(2, 0, 100_000));
+    s.put(3, bodyFor(3, 0, 7));
+    s.check(4);
+    expect([0, 1, 2, 3].map((k) => s.length(k))).toEqual([65534, 65535, 100_000, 7]);
+    s.free(0); // a short body takes its place
+    s.free(3);
+    s.put(0, bodyFor(0, 1, 3));
+    s.check(3);
+    expect(s.get(1)).toEqual(bodyFor(1, 0, 65535));
+    expect(s.get(2)).toEqual(bodyFor(2, 0, 100_000));
+    s.free(1);
+    s.free(2);
+    s.check(1);
+  });
+
+  it('refuses a chunk past CHUNKS_MAX (chunk numbers are 2 bytes a slot)', () => {
+    expect(CHUNKS_MAX).toBe(0xffff);
+    const s = new BodyStore(64, 2, 64);
+    s.growSlots(CHUNKS_MAX + 1);
+    // 60-byte bodies fill a 64-byte chunk each: chunk k holds slot k.
+    for (let k = 0; k < CHUNKS_MAX; k++) s.put(k, bodyFor(k, 0, 60));
+    expect(s.chunkCount).toBe(CHUNKS_MAX);
+    expect(() => s.put(CHUNKS_MAX, bodyFor(0, 0, 60))).toThrow(/CHUNKS_MAX/);
+  });
+
   it('stores and returns bodies, including empty ones', () => {
     const s = new BodyStore(1024, 4);
     s.growSlots(8);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, Counters } from '../../workers/engine/counters.ts';
 import { COLUMN_BYTES_PER_SLOT, Engine, RESERVED, SHRINK_SLOTS_FACTOR } from '../../workers/engine/engine.ts';
+import { SLOT_BYTES } from '../../workers/engine/bodystore.ts';
 
 describe('Counters (one byte per counter, big counts in a side map)', () => {
   it('counts past 255 exactly, each counter of each slot on its own', () => {
@@ -71,22 +72,22 @@ describe('Counters (one byte per counter, big counts in a side map)', () => {
 });
 
 describe('engine memory per slot', () => {
-  it('holds a job in COLUMN_BYTES_PER_SLOT + 12 bytes of columns, 4 of id table cells, and no log column until a log is used', () => {
+  it('holds a job in COLUMN_BYTES_PER_SLOT + SLOT_BYTES bytes of columns, 4 of id table cells, and no log column until a log is used', () => {
     const e = new Engine({ initialSlots: 1024 });
     const body = new Uint8Array(100);
     for (let id = 1; id <= 3000; id++) e.put(1, id, 0, 0, 60, body, 0);
     const m = e.memoryStats();
     expect(m.slots).toBe(4096);
     expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(38); // 42 with 4-byte TTR and delay, 50 with four link columns, 62 with 8-byte ids and times; 85 with 4-byte counters, an owner column and the log column
-    expect(m.columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + 12)); // no fileSeq column in memory mode
+    expect(m.columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES)); // no fileSeq column in memory mode
     expect(m.idTableBytes).toBeLessThanOrEqual(4096 * 4); // cells are slots alone, load <= 0.75
     e.setFile(5, 3); // the first log segment number allocates the column
     expect(e.fileOf(5)).toBe(3);
     expect(e.fileOf(6)).toBe(0);
-    expect(e.memoryStats().columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + 12 + 4));
+    expect(e.memoryStats().columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES + 4));
     for (let id = 3001; id <= 5000; id++) e.put(1, id, 0, 0, 60, body, 0); // grows with the rest
     expect(e.fileOf(5)).toBe(3);
-    expect(e.memoryStats().columnBytes).toBe(8192 * (COLUMN_BYTES_PER_SLOT + 12 + 4));
+    expect(e.memoryStats().columnBytes).toBe(8192 * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES + 4));
     e.invariants();
   });
 });

@@ -18,7 +18,7 @@
 // costs its full size in RSS), while a large backlog gets big chunks (see DEFAULT_CHUNK_SIZE).
 
 import { copyBytes } from '../../src/shared/bytes.ts';
-import { type ColumnBlock, growI32, growU32, release as releaseBuffer } from './columns.ts';
+import { type ColumnBlock, growU16, growU32, release as releaseBuffer, U16Column } from './columns.ts';
 
 // 32 MiB: at or above the C allocator's largest mmap threshold, so every chunk is a mapping of its
 // own. Its pages cost RSS only once written, and a dropped chunk goes back to the system whole;
@@ -27,8 +27,12 @@ import { type ColumnBlock, growI32, growU32, release as releaseBuffer } from './
 export const DEFAULT_CHUNK_SIZE = 32 << 20;
 /** The smallest chunk made while few bodies are held. */
 export const MIN_CHUNK_SIZE = 1 << 20;
-/** Bytes of per-slot location columns. */
-export const SLOT_BYTES = 12;
+/** Bytes of per-slot location columns: offset (4), chunk (2), length (2; from 65535 on, in a side map). */
+export const SLOT_BYTES = 8;
+/** Chunks held at once, at most: a chunk's number takes 2 bytes a slot (0xffff: no body). Every
+ *  chunk but a test's is at least MIN_CHUNK_SIZE, so that is 64 GiB of chunks. */
+export const CHUNKS_MAX = 0xffff;
+const NO_CHUNK = 0xffff;
 const DEAD = 0x80000000;
 const SIZE_MASK = 0x7fffffff;
 const EMPTY = new Uint8Array(0);
@@ -57,9 +61,9 @@ function recordSize(len: number): number {
 export class BodyStore {
   readonly chunkSize: number;
   // Per-slot location columns (slot numbers are the engine's).
-  private chunkOf: Int32Array;
+  private chunkOf: Uint16Array; // NO_CHUNK: no body
   private offOf: Uint32Array; // offset of the record header
-  private lenOf: Uint32Array;
+  private readonly lenOf = new U16Column();
   private chunks: (Chunk | null)[] = [];
   private freeChunkIds: number[] = [];
   private spare: Chunk | null = null;
@@ -74,9 +78,9 @@ export class BodyStore {
     this.chunkSize = chunkSize;
     if (minChunkSize < 64 || minChunkSize % 4 !== 0) throw new RangeError(`bad min chunk size ${minChunkSize}`);
     this.minChunk = Math.min(minChunkSize, chunkSize);
-    this.chunkOf = new Int32Array(slots).fill(-1);
+    this.chunkOf = new Uint16Array(slots).fill(NO_CHUNK);
     this.offOf = new Uint32Array(slots);
-    this.lenOf = new Uint32Array(slots);
+    this.lenOf.adopt(new Uint16Array(slots));
     this.cur = this.newChunk(this.minChunk);
   }
 
@@ -86,28 +90,29 @@ export class BodyStore {
     if (slots <= this.chunkOf.length) return;
     const n = this.chunkOf.length;
     if (block) {
-      this.chunkOf = block.i32(this.chunkOf, slots);
-      this.offOf = block.u32(this.offOf, slots);
-      this.lenOf = block.u32(this.lenOf, slots);
+      this.offOf = block.u32(this.offOf, slots); // the 4-byte column first, for alignment
+      this.chunkOf = block.u16(this.chunkOf, slots);
+      this.lenOf.adopt(block.u16(this.lenOf.cells, slots));
     } else {
-      this.chunkOf = growI32(this.chunkOf, slots);
       this.offOf = growU32(this.offOf, slots);
-      this.lenOf = growU32(this.lenOf, slots);
+      this.chunkOf = growU16(this.chunkOf, slots);
+      this.lenOf.adopt(growU16(this.lenOf.cells, slots));
     }
-    this.chunkOf.fill(-1, n);
+    this.chunkOf.fill(NO_CHUNK, n);
   }
 
   /** Forgets the slot columns (no slot holds a body): the owner lays them out again with growSlots. */
   dropSlots(): void {
     if (this.liveBytes !== 0) throw new Error('bodystore: dropSlots with bodies held');
-    this.chunkOf = new Int32Array(0);
+    this.chunkOf = new Uint16Array(0);
     this.offOf = new Uint32Array(0);
-    this.lenOf = new Uint32Array(0);
+    this.lenOf.adopt(new Uint16Array(0));
+    this.lenOf.reset();
   }
 
   /** Copies `data[start, end)` in as the body of `slot` (which must not hold a body). */
   put(slot: number, data: Uint8Array, start = 0, end = data.length): void {
-    if (this.chunkOf[slot] !== -1) throw new Error(`bodystore: slot ${slot} already has a body`);
+    if (this.chunkOf[slot] !== NO_CHUNK) throw new Error(`bodystore: slot ${slot} already has a body`);
     if (end - start > SIZE_MASK - 8) throw new RangeError(`body too large: ${end - start}`);
     this.place(slot, data, start, end);
   }
@@ -115,31 +120,32 @@ export class BodyStore {
   /** Hands the body of `slot` to `w` as a range of its chunk (no view made). */
   copyTo(slot: number, w: { bytes(src: Uint8Array, start: number, end: number): void }): void {
     const cid = this.chunkOf[slot];
-    if (cid < 0) return;
+    if (cid === NO_CHUNK) return;
     const start = this.offOf[slot] + 4;
-    w.bytes((this.chunks[cid] as Chunk).buf, start, start + this.lenOf[slot]);
+    w.bytes((this.chunks[cid] as Chunk).buf, start, start + this.lenOf.get(slot));
   }
 
   /** A view of the body of `slot`; valid until the next put/free (compaction moves bodies). */
   get(slot: number): Uint8Array {
     const cid = this.chunkOf[slot];
-    if (cid < 0) return EMPTY;
+    if (cid === NO_CHUNK) return EMPTY;
     const start = this.offOf[slot] + 4;
-    return (this.chunks[cid] as Chunk).buf.subarray(start, start + this.lenOf[slot]);
+    return (this.chunks[cid] as Chunk).buf.subarray(start, start + this.lenOf.get(slot));
   }
 
   length(slot: number): number {
-    return this.chunkOf[slot] < 0 ? 0 : this.lenOf[slot];
+    return this.chunkOf[slot] === NO_CHUNK ? 0 : this.lenOf.get(slot);
   }
 
   free(slot: number): void {
     const cid = this.chunkOf[slot];
-    if (cid < 0) throw new Error(`bodystore: slot ${slot} has no body`);
+    if (cid === NO_CHUNK) throw new Error(`bodystore: slot ${slot} has no body`);
     const c = this.chunks[cid] as Chunk;
-    const size = recordSize(this.lenOf[slot]);
+    const size = recordSize(this.lenOf.get(slot));
     c.words[this.offOf[slot] >> 2] = (DEAD | size) >>> 0;
     c.live -= size;
-    this.chunkOf[slot] = -1;
+    this.chunkOf[slot] = NO_CHUNK;
+    this.lenOf.clear(slot);
     if (cid === this.cur) {
       if (c.live === 0) {
         // Current chunk emptied: rewind, or swap it for a smaller one if it is larger than the
@@ -210,7 +216,7 @@ export class BodyStore {
           if (h >= this.chunkOf.length || this.chunkOf[h] !== cid || this.offOf[h] !== off) {
             throw new Error(`bodystore: chunk ${cid} record at ${off} claims slot ${h} which points elsewhere`);
           }
-          size = recordSize(this.lenOf[h]);
+          size = recordSize(this.lenOf.get(h));
           live += size;
           records++;
         }
@@ -223,7 +229,7 @@ export class BodyStore {
     }
     if (!this.chunks[this.cur]) throw new Error('bodystore: no current chunk');
     let owned = 0;
-    for (let s = 0; s < this.chunkOf.length; s++) if (this.chunkOf[s] >= 0) owned++;
+    for (let s = 0; s < this.chunkOf.length; s++) if (this.chunkOf[s] !== NO_CHUNK) owned++;
     if (owned !== records || records !== liveSlots) {
       throw new Error(`bodystore: ${records} live records, ${owned} slots with bodies, caller expects ${liveSlots}`);
     }
@@ -250,7 +256,7 @@ export class BodyStore {
     c.live += size;
     this.chunkOf[slot] = cid;
     this.offOf[slot] = off;
-    this.lenOf[slot] = len;
+    this.lenOf.set(slot, len);
   }
 
   // Retires the current chunk and starts a fresh one. A retired chunk that is already mostly
@@ -275,9 +281,9 @@ export class BodyStore {
         off += h & SIZE_MASK;
         continue;
       }
-      const len = this.lenOf[h];
+      const len = this.lenOf.get(h);
       const size = recordSize(len);
-      this.chunkOf[h] = -1;
+      this.chunkOf[h] = NO_CHUNK;
       c.live -= size;
       this.place(h, c.buf, off + 4, off + 4 + len);
       off += size;
@@ -301,6 +307,10 @@ export class BodyStore {
     c.used = 0;
     c.live = 0;
     const cid = this.freeChunkIds.length > 0 ? (this.freeChunkIds.pop() as number) : this.chunks.length;
+    if (cid >= CHUNKS_MAX) {
+      release(c);
+      throw new RangeError(`bodystore: more than CHUNKS_MAX (${CHUNKS_MAX}) chunks`);
+    }
     this.chunks[cid] = c;
     return cid;
   }

@@ -19,6 +19,12 @@ export function growI32(a: Int32Array, n: number): Int32Array {
   return b;
 }
 
+export function growU16(a: Uint16Array, n: number): Uint16Array {
+  const b = new Uint16Array(n);
+  b.set(a);
+  return b;
+}
+
 export function growU8(a: Uint8Array, n: number): Uint8Array {
   const b = new Uint8Array(n);
   b.set(a);
