@@ -1,23 +1,27 @@
 import { describe, expect, it } from 'vitest';
-import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, Counters } from '../../workers/engine/counters.ts';
+import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, COUNTER_BYTES, Counters, INLINE_MAX } from '../../workers/engine/counters.ts';
 import { COLUMN_BYTES_PER_SLOT, Engine, RESERVED, SHRINK_SLOTS_FACTOR } from '../../workers/engine/engine.ts';
 import { SLOT_BYTES } from '../../workers/engine/bodystore.ts';
 
-describe('Counters (one byte per counter, big counts in a side map)', () => {
-  it('counts past 255 exactly, each counter of each slot on its own', () => {
+describe('Counters (16 bits a job, big counts in a side map)', () => {
+  it('keeps each counter in its field up to INLINE_MAX, and counts past it exactly, each counter of each slot on its own', () => {
+    expect(COUNTER_BYTES).toBe(2);
+    expect(INLINE_MAX).toEqual([62, 2, 14, 2, 2]); // reserves, timeouts, releases, buries, kicks
     const c = new Counters();
     c.grow(4);
-    for (let i = 0; i < 1000; i++) c.inc(2, C_RELEASES);
-    for (let i = 0; i < 254; i++) c.inc(2, C_KICKS);
+    for (const k of [C_RESERVES, C_TIMEOUTS, C_RELEASES, C_BURIES, C_KICKS]) {
+      for (let i = 0; i < INLINE_MAX[k]; i++) c.inc(2, k);
+      expect(c.get(2, k)).toBe(INLINE_MAX[k]);
+    }
+    expect(c.overflowed).toBe(0); // all still in the slot's 16 bits
+    for (const k of [C_RESERVES, C_TIMEOUTS, C_RELEASES, C_BURIES, C_KICKS]) {
+      for (let i = 0; i < 1000; i++) c.inc(2, k);
+      expect(c.get(2, k)).toBe(INLINE_MAX[k] + 1000);
+    }
+    expect(c.overflowed).toBe(5);
     c.inc(3, C_RESERVES);
-    expect(c.get(2, C_RELEASES)).toBe(1000);
-    expect(c.get(2, C_KICKS)).toBe(254); // still in its byte
-    expect(c.overflowed).toBe(1);
-    c.inc(2, C_KICKS);
-    expect(c.get(2, C_KICKS)).toBe(255);
-    expect(c.overflowed).toBe(2);
     expect(c.get(3, C_RESERVES)).toBe(1);
-    expect(c.get(2, C_RESERVES)).toBe(0);
+    expect(c.get(3, C_KICKS)).toBe(0);
     expect(c.get(1, C_RELEASES)).toBe(0);
   });
 
@@ -25,14 +29,18 @@ describe('Counters (one byte per counter, big counts in a side map)', () => {
     const c = new Counters();
     c.grow(2);
     c.set(1, C_TIMEOUTS, 4294967295);
-    c.set(1, C_BURIES, 7);
+    c.set(1, C_BURIES, 2);
+    c.set(1, C_KICKS, 1);
     expect(c.get(1, C_TIMEOUTS)).toBe(4294967295);
-    expect(c.get(1, C_BURIES)).toBe(7);
+    expect(c.get(1, C_BURIES)).toBe(2);
+    expect(c.get(1, C_KICKS)).toBe(1);
     c.inc(1, C_TIMEOUTS); // 32-bit unsigned, as beanstalkd's: wraps
     expect(c.get(1, C_TIMEOUTS)).toBe(0);
-    c.set(1, C_TIMEOUTS, 3);
+    c.set(1, C_TIMEOUTS, 2);
     expect(c.overflowed).toBe(0);
-    c.set(1, C_TIMEOUTS, 300);
+    expect([c.get(1, C_TIMEOUTS), c.get(1, C_BURIES), c.get(1, C_KICKS)]).toEqual([2, 2, 1]);
+    c.set(1, C_RELEASES, 300);
+    c.set(1, C_RESERVES, 70);
     c.clear(1);
     expect(c.overflowed).toBe(0);
     for (let k = 0; k < 5; k++) expect(c.get(1, k)).toBe(0);
@@ -46,7 +54,7 @@ describe('Counters (one byte per counter, big counts in a side map)', () => {
     c.grow(1024);
     expect(c.get(0, C_RELEASES)).toBe(9);
     expect(c.get(0, C_KICKS)).toBe(70000);
-    expect(c.bytes).toBe(1024 * 5);
+    expect(c.bytes).toBe(1024 * COUNTER_BYTES);
   });
 
   it('an engine job reserved and released 300 times reports 300, and a reused slot starts at 0', () => {
@@ -78,7 +86,7 @@ describe('engine memory per slot', () => {
     for (let id = 1; id <= 3000; id++) e.put(1, id, 0, 0, 60, body, 0);
     const m = e.memoryStats();
     expect(m.slots).toBe(4096);
-    expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(38); // 42 with 4-byte TTR and delay, 50 with four link columns, 62 with 8-byte ids and times; 85 with 4-byte counters, an owner column and the log column
+    expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(35); // 38 with a byte per counter, 42 with 4-byte TTR and delay, 50 with four link columns, 62 with 8-byte ids and times; 85 with 4-byte counters, an owner column and the log column
     expect(m.columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES)); // no fileSeq column in memory mode
     expect(m.idTableBytes).toBeLessThanOrEqual(4096 * 4); // cells are slots alone, load <= 0.75
     e.setFile(5, 3); // the first log segment number allocates the column

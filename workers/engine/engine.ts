@@ -13,7 +13,7 @@
 // holds the owner and links it into the connection's list. Bodies live in the slab BodyStore.
 
 import { ColumnBlock, growF64, growI32, OFFSET_MAX, OffsetColumn, release, U16Column } from './columns.ts';
-import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, COUNTERS, Counters } from './counters.ts';
+import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, COUNTER_BYTES, COUNTERS, Counters } from './counters.ts';
 import { IndexHeap } from './heap.ts';
 import { IdTable } from './idtable.ts';
 import { BodyStore, DEFAULT_CHUNK_SIZE, SLOT_BYTES } from './bodystore.ts';
@@ -50,7 +50,7 @@ export const SHRINK_SLOTS_FACTOR = 4;
 
 /** Bytes of engine column storage per job slot (see grow()), without a write-ahead log (its
  *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. */
-export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 4 + 2 + 2 + 4 + 4 + COUNTERS + 4 + 4;
+export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 4 + 2 + 2 + 4 + 4 + COUNTER_BYTES + 4 + 4;
 
 /**
  * Whole seconds left, as beanstalkd prints them: it keeps nanoseconds, so by the time anyone
@@ -1124,7 +1124,7 @@ export class Engine {
     this.resFree = NIL;
     this.resHwm = 0;
     this.jobState = new Uint8Array(0);
-    this.counts.adopt(new Uint8Array(0));
+    this.counts.adopt(new Uint16Array(0));
     this.bodies.dropSlots();
     if (this.fileSeq.length > 0) this.fileSeq = new Int32Array(0); // setFile makes it again
     this.hwm = 0;
@@ -1151,8 +1151,8 @@ export class Engine {
     this.bodies.growSlots(cap, b); // 4-byte columns, so before the 2- and 1-byte ones
     this.ttr.adopt(b.u16(this.ttr.cells, cap));
     this.delay.adopt(b.u16(this.delay.cells, cap));
+    this.counts.adopt(b.u16(this.counts.column, cap));
     this.jobState = b.u8(this.jobState, cap);
-    this.counts.adopt(b.u8(this.counts.column, cap * COUNTERS));
     if (this.fileSeq.length > 0) this.fileSeq = growI32(this.fileSeq, cap);
     this.index.bind(this.ids);
     this.cap = cap;
