@@ -145,3 +145,24 @@ describe('U16Column (2 bytes a slot, a side map from U16_WIDE up)', () => {
     e.invariants();
   });
 });
+
+describe('engine tube numbers (2 bytes a job)', () => {
+  it('holds jobs in more tubes at once than a 2-byte number tells apart, and reuses dropped tubes\' numbers', () => {
+    const e = new Engine({ initialSlots: 16 });
+    const body = new Uint8Array(1);
+    const n = U16_WIDE + 100; // the last 101 tubes' numbers are in the side map
+    for (let t = 0; t < n; t++) e.put(1000 + t, t + 1, 0, 0, 60, body, 0);
+    e.invariants();
+    expect(e.tubeOf(n)).toBe(1000 + n - 1);
+    expect(e.tubeOf(U16_WIDE)).toBe(1000 + U16_WIDE - 1);
+    expect(e.reserveBest([1000 + n - 1], 1, 1, 0)).toBe(n);
+    expect(e.listJobs(1000 + n - 1, RESERVED, 0, 0, 10)).toBe(false);
+    expect(Array.from(e.lastListed)).toEqual([n]);
+    expect(e.deleteJob(n, 1)).toBe(1000 + n - 1);
+    expect(e.deleteJob(1, 0)).toBe(1000);
+    expect(e.dropTube(1000)).toBe(true);
+    e.put(5, n + 1, 0, 0, 60, body, 0); // takes tube 1000's number
+    expect(e.tubeOf(n + 1)).toBe(5);
+    e.invariants();
+  });
+});

@@ -86,7 +86,7 @@ describe('engine memory per slot', () => {
     for (let id = 1; id <= 3000; id++) e.put(1, id, 0, 0, 60, body, 0);
     const m = e.memoryStats();
     expect(m.slots).toBe(4096);
-    expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(35); // 38 with a byte per counter, 42 with 4-byte TTR and delay, 50 with four link columns, 62 with 8-byte ids and times; 85 with 4-byte counters, an owner column and the log column
+    expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(33); // 35 with a 4-byte tube id, 38 with a byte per counter, 42 with 4-byte TTR and delay, 50 with four link columns, 62 with 8-byte ids and times; 85 with 4-byte counters, an owner column and the log column
     expect(m.columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES)); // no fileSeq column in memory mode
     expect(m.idTableBytes).toBeLessThanOrEqual(4096 * 4); // cells are slots alone, load <= 0.75
     e.setFile(5, 3); // the first log segment number allocates the column

@@ -50,7 +50,7 @@ export const SHRINK_SLOTS_FACTOR = 4;
 
 /** Bytes of engine column storage per job slot (see grow()), without a write-ahead log (its
  *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. */
-export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 4 + 2 + 2 + 4 + 4 + COUNTER_BYTES + 4 + 4;
+export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 2 + 2 + 2 + 4 + 4 + COUNTER_BYTES + 4 + 4;
 
 /**
  * Whole seconds left, as beanstalkd prints them: it keeps nanoseconds, so by the time anyone
@@ -81,7 +81,9 @@ export class Engine {
   private readonly ids = new OffsetColumn((s) => this.jobState[s] !== 0);
   private pri: Uint32Array = new Uint32Array(0);
   private jobState: Uint8Array = new Uint8Array(0);
-  private tube: Int32Array = new Int32Array(0); // tube id
+  // The tube's number in this engine (Tube.idx, an index of tubeList), 2 bytes: from the 65535th
+  // tube held at once on, in a side map.
+  private readonly tube = new U16Column();
   // Seconds, 2 bytes each: from 65535 s (18 h) on in a side map (U16Column).
   private readonly ttr = new U16Column();
   private readonly delay = new U16Column(); // as last put/released
@@ -118,6 +120,8 @@ export class Engine {
   private readonly bodies: BodyStore;
   private readonly timers: IndexHeap;
   private readonly tubes = new Map<number, Tube>();
+  private readonly tubeList: (Tube | null)[] = []; // by Tube.idx
+  private readonly tubeIdxFree: number[] = [];
   private readonly pausedTubes: Tube[] = []; // tubes whose pause end tick() has yet to report
   // conn -> first reserved slot (NIL once it holds none: the entry stays until the connection's
   // close, since a Map that gains and loses the entry with each job rehashes, allocating, each time).
@@ -193,7 +197,7 @@ export class Engine {
       throw new Error(`duplicate job id ${id}`);
     }
     this.pri[s] = pri;
-    this.tube[s] = tube;
+    this.tube.set(s, t.idx);
     this.ttr.set(s, ttrSec);
     this.delay.set(s, delaySec);
     this.created.set(s, nowMs);
@@ -240,7 +244,7 @@ export class Engine {
     const s = this.bestReady(tubes, count, nowMs);
     if (s === NIL) return 0;
     this.lastPri = this.pri[s];
-    this.lastTube = this.tube[s];
+    this.lastTube = this.tubeAt(s).id;
     return this.ids.get(s);
   }
 
@@ -441,6 +445,8 @@ export class Engine {
       t.inPausedList = false;
     }
     this.tubes.delete(tube);
+    this.tubeList[t.idx] = null;
+    this.tubeIdxFree.push(t.idx);
     return true;
   }
 
@@ -481,7 +487,7 @@ export class Engine {
         const best = new SlotHeap((a, b) => byId(b, a)); // the largest of the best `want` on top
         for (const head of this.connHead.values()) {
           for (let s = head; s !== NIL; s = this.resNext(s)) {
-            if (this.tube[s] !== tube || ids.get(s) <= cursorId) continue;
+            if (this.tube.get(s) !== t.idx || ids.get(s) <= cursorId) continue;
             if (best.size < want) best.push(s);
             else if (byId(s, best.top())) best.replaceTop(s);
           }
@@ -530,7 +536,7 @@ export class Engine {
   /** Job's tube, -1 if absent. */
   tubeOf(id: number): number {
     const s = this.index.get(id);
-    return s === NIL ? -1 : this.tube[s];
+    return s === NIL ? -1 : this.tubeAt(s).id;
   }
 
   /** Ready top by (pri, id), paused or not; id or 0. */
@@ -576,7 +582,7 @@ export class Engine {
     if (s === NIL) return false;
     const st = this.jobState[s];
     out[0] = this.ids.get(s);
-    out[1] = this.tube[s];
+    out[1] = this.tubeAt(s).id;
     out[2] = st;
     out[3] = this.pri[s];
     out[4] = Math.max(0, Math.floor((nowMs - this.created.get(s)) / 1000));
@@ -808,8 +814,8 @@ export class Engine {
       if (st > BURIED) fail(`slot ${s} bad state ${st}`);
       const id = this.ids.get(s);
       if (this.index.get(id) !== s) fail(`id ${id} maps to ${this.index.get(id)}, not slot ${s}`);
-      const t = this.tubes.get(this.tube[s]);
-      if (!t) fail(`slot ${s} in unknown tube ${this.tube[s]}`);
+      const t = this.tubeList[this.tube.get(s)];
+      if (!t) fail(`slot ${s} in unknown tube number ${this.tube.get(s)}`);
       const tube = t as Tube;
       let c = per.get(tube.id);
       if (!c) per.set(tube.id, (c = [0, 0, 0, 0, 0]));
@@ -870,7 +876,7 @@ export class Engine {
       let n = 0;
       let last = NIL;
       for (let s = t.buriedHead; s !== NIL; s = this.link[s]) {
-        if (this.jobState[s] !== BURIED || this.tube[s] !== t.id) fail(`tube ${t.id} buried list holds slot ${s}`);
+        if (this.jobState[s] !== BURIED || this.tube.get(s) !== t.idx) fail(`tube ${t.id} buried list holds slot ${s}`);
         if (this.pos[s] !== last) fail(`tube ${t.id} buried list prev link at ${s}`);
         if (++n > t.buried) fail(`tube ${t.id} buried list longer than ${t.buried}`);
         last = s;
@@ -879,6 +885,10 @@ export class Engine {
       if (t.inPausedList !== this.pausedTubes.includes(t)) fail(`tube ${t.id} paused-list flag`);
     }
     for (const t of this.pausedTubes) if (this.tubes.get(t.id) !== t) fail(`paused list holds dropped tube ${t.id}`);
+    for (const t of this.tubes.values()) if (this.tubeList[t.idx] !== t) fail(`tube ${t.id} not at its number ${t.idx}`);
+    let numbered = 0;
+    for (const t of this.tubeList) if (t !== null) numbered++;
+    if (numbered !== this.tubes.size || numbered + this.tubeIdxFree.length !== this.tubeList.length) fail('tube numbers');
 
     let reserved = 0;
     for (const [conn, head] of this.connHead) {
@@ -904,12 +914,14 @@ export class Engine {
     if (!t) {
       t = new Tube(id, new IndexHeap(this.readyLess, this.setHeapPos), new IndexHeap(this.timeLess, this.setHeapPos));
       this.tubes.set(id, t);
+      t.idx = this.tubeIdxFree.length > 0 ? (this.tubeIdxFree.pop() as number) : this.tubeList.length;
+      this.tubeList[t.idx] = t;
     }
     return t;
   }
 
   private tubeAt(s: number): Tube {
-    return this.tubes.get(this.tube[s]) as Tube;
+    return this.tubeList[this.tube.get(s)] as Tube;
   }
 
   private bestReady(tubes: ArrayLike<number>, count: number, nowMs: number): number {
@@ -1093,6 +1105,7 @@ export class Engine {
     this.ids.clear(s);
     this.created.clear(s);
     this.deadline.clear(s);
+    this.tube.clear(s);
     this.ttr.clear(s);
     this.delay.clear(s);
     this.counts.clear(s); // a reused slot starts from zero, and big counts leave the side map
@@ -1113,8 +1126,7 @@ export class Engine {
       c.reset();
     }
     this.pri = new Uint32Array(0);
-    this.tube = new Int32Array(0);
-    for (const c of [this.ttr, this.delay]) {
+    for (const c of [this.ttr, this.delay, this.tube]) {
       c.adopt(new Uint16Array(0));
       c.reset();
     }
@@ -1145,10 +1157,10 @@ export class Engine {
     this.idCells = this.ids.cells;
     this.deadlineCells = this.deadline.cells;
     this.pri = b.u32(this.pri, cap);
-    this.tube = b.i32(this.tube, cap);
     this.pos = b.i32(this.pos, cap);
     this.link = b.i32(this.link, cap);
     this.bodies.growSlots(cap, b); // 4-byte columns, so before the 2- and 1-byte ones
+    this.tube.adopt(b.u16(this.tube.cells, cap));
     this.ttr.adopt(b.u16(this.ttr.cells, cap));
     this.delay.adopt(b.u16(this.delay.cells, cap));
     this.counts.adopt(b.u16(this.counts.column, cap));

@@ -6,6 +6,7 @@ import type { IndexHeap } from './heap.ts';
 
 export class Tube {
   readonly id: number;
+  idx = -1; // its number in the engine (the job column's 2-byte tube), while the engine holds it
   readonly ready: IndexHeap; // READY jobs by (pri, id)
   readonly delay: IndexHeap; // DELAYED jobs by (deadline, id)
   buriedHead = -1; // oldest buried slot (kicked first)
