@@ -86,7 +86,9 @@ export class Counters {
   clear(slot: number): void {
     const w = this.small[slot];
     if (w === 0) return;
-    for (let k = 0; k < COUNTERS; k++) if (((w >> SHIFT[k]) & FULL[k]) === FULL[k]) this.big.delete(slot * COUNTERS + k);
+    // A full field (all ones) has its count in the side map; the usual job has none.
+    const anyFull = (w & 0x3f) === 0x3f || ((w >> 6) & 15) === 15 || ((w >> 10) & 3) === 3 || ((w >> 12) & 3) === 3 || w >> 14 === 3;
+    if (anyFull) for (let k = 0; k < COUNTERS; k++) if (((w >> SHIFT[k]) & FULL[k]) === FULL[k]) this.big.delete(slot * COUNTERS + k);
     this.small[slot] = 0;
   }
 }

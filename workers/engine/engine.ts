@@ -47,6 +47,10 @@ const RES_FIELDS = 3, RES_CONN = 0, RES_PREV = 1, RES_NEXT = 2;
 const EMPTY = new Uint8Array(0);
 /** A drained engine lays its columns out again at their first size if they grew past this many times it. */
 export const SHRINK_SLOTS_FACTOR = 4;
+/** Full columns grow by this factor: up to a third of the slots stand empty after a grow, where
+ *  doubling left up to half (each grow copies the columns, so 1.5 copies each slot ~2 times on the
+ *  way up instead of ~1). */
+export const COLUMN_GROWTH = 1.5;
 
 /** Bytes of engine column storage per job slot (see grow()), without a write-ahead log (its
  *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. */
@@ -1096,7 +1100,7 @@ export class Engine {
       this.freeHead = this.link[s];
       return s;
     }
-    if (this.hwm === this.cap) this.grow(this.cap * 2);
+    if (this.hwm === this.cap) this.grow(Math.ceil(this.cap * COLUMN_GROWTH));
     return this.hwm++;
   }
 
@@ -1146,7 +1150,7 @@ export class Engine {
     release(old);
   }
 
-  // Columns grow by doubling: one new block holds every column (4-byte ones first, for
+  // Columns grow by COLUMN_GROWTH: one new block holds every column (4-byte ones first, for
   // alignment); COLUMN_BYTES_PER_SLOT sums them. The old block's memory is given back at once.
   private grow(cap: number): void {
     const old = this.cap > 0 ? (this.ids.cells.buffer as ArrayBuffer) : null;
