@@ -32,6 +32,19 @@ describe('BodyStore', () => {
     s.check(1);
   });
 
+  it('keeps a body in its own bytes (no header, no padding; an empty body takes 1 byte)', () => {
+    const s = new BodyStore(1024, 4);
+    s.put(0, bodyFor(0, 0, 100));
+    s.put(1, bodyFor(1, 0, 7));
+    s.put(2, new Uint8Array(0));
+    expect(s.liveBytes).toBe(108);
+    s.check(3);
+    s.free(1);
+    expect(s.liveBytes).toBe(101);
+    expect(s.get(0)).toEqual(bodyFor(0, 0, 100));
+    expect(s.get(2).length).toBe(0);
+  });
+
   it('refuses a chunk past CHUNKS_MAX (chunk numbers are 2 bytes a slot)', () => {
     expect(CHUNKS_MAX).toBe(0xffff);
     const s = new BodyStore(64, 2, 64);
@@ -76,7 +89,7 @@ describe('BodyStore', () => {
 
   it('drops a retired chunk when its last body is freed and rewinds the current one', () => {
     const s = new BodyStore(256, 64);
-    for (let i = 0; i < 20; i++) s.put(i, bodyFor(i, 0, 40)); // 44 B records: 5 per chunk
+    for (let i = 0; i < 20; i++) s.put(i, bodyFor(i, 0, 44)); // 44 B records (no header): 5 per chunk
     s.check(20);
     expect(s.chunkCount).toBe(4);
     for (let i = 0; i < 20; i++) {
@@ -90,7 +103,7 @@ describe('BodyStore', () => {
   it('compacts a mostly-dead chunk, moving live bodies intact', () => {
     const s = new BodyStore(400, 64);
     // 10 records of 40 B fill the first chunk exactly; then more go to later chunks.
-    for (let i = 0; i < 30; i++) s.put(i, bodyFor(i, 0, 36));
+    for (let i = 0; i < 30; i++) s.put(i, bodyFor(i, 0, 40));
     s.check(30);
     const before = s.compactions;
     // Free 8 of the 10 bodies of the first chunk: live 2/10 < 1/4 -> compaction.
@@ -99,20 +112,20 @@ describe('BodyStore', () => {
       s.check(29 - i);
     }
     expect(s.compactions).toBe(before + 1);
-    for (let i = 8; i < 30; i++) expect(s.get(i)).toEqual(bodyFor(i, 0, 36));
+    for (let i = 8; i < 30; i++) expect(s.get(i)).toEqual(bodyFor(i, 0, 40));
   });
 
   it('compacts a chunk that is retired already mostly dead', () => {
     const s = new BodyStore(400, 64);
-    for (let i = 0; i < 10; i++) s.put(i, bodyFor(i, 0, 36)); // fills chunk 0
+    for (let i = 0; i < 10; i++) s.put(i, bodyFor(i, 0, 40)); // fills chunk 0
     for (let i = 1; i < 10; i++) s.free(i); // freed while still current: no compaction yet
     expect(s.compactions).toBe(0);
-    s.put(10, bodyFor(10, 0, 36)); // roll over: chunk 0 retired with 1/10 live
+    s.put(10, bodyFor(10, 0, 40)); // roll over: chunk 0 retired with 1/10 live
     s.check(2);
     expect(s.compactions).toBe(1);
     expect(s.chunkCount).toBe(1);
-    expect(s.get(0)).toEqual(bodyFor(0, 0, 36));
-    expect(s.get(10)).toEqual(bodyFor(10, 0, 36));
+    expect(s.get(0)).toEqual(bodyFor(0, 0, 40));
+    expect(s.get(10)).toEqual(bodyFor(10, 0, 40));
   });
 
   it('random churn keeps bytes intact and memory bounded', () => {

@@ -1,7 +1,10 @@
 // Job bodies packed into large chunks instead of one Buffer per job: fewer objects for the GC
-// to trace and no per-body allocation header. Each record is [u32 header][body][pad to 4]:
-// the header holds the owning slot while live, so compaction can find and re-point the owner,
-// and DEAD|recordSize once freed, so a chunk can be walked record by record.
+// to trace and no per-body allocation header. A record is the body's bytes alone, back to back
+// (an empty body takes 1 byte, so a chunk holding only empty bodies still counts as live): the
+// slot columns say where each body is, and compaction finds a chunk's live bodies by scanning
+// the chunk column between the lowest and highest slot the chunk ever held (at most O(slots) per
+// compaction, which frees at least 3/4 of a chunk, itself at least a quarter of the live bytes
+// once those pass 4 MiB).
 //
 // Chunks are bump-allocated. A chunk whose live bytes drop to 0 is dropped (one is kept as a
 // spare, if it is the size the next chunk will be); a retired chunk whose live fraction falls
@@ -33,19 +36,19 @@ export const SLOT_BYTES = 8;
  *  chunk but a test's is at least MIN_CHUNK_SIZE, so that is 64 GiB of chunks. */
 export const CHUNKS_MAX = 0xffff;
 const NO_CHUNK = 0xffff;
-const DEAD = 0x80000000;
-const SIZE_MASK = 0x7fffffff;
+/** The largest body, in bytes. */
+export const BODY_BYTES_MAX = 0x7fffffff - 8;
 const EMPTY = new Uint8Array(0);
 
 class Chunk {
   readonly buf: Uint8Array;
-  readonly words: Uint32Array; // the same memory, for the 4-aligned headers
   used = 0; // bump pointer
-  live = 0; // bytes of live records (headers included)
+  live = 0; // bytes of live records
+  // The lowest and highest slot ever placed here: compaction scans the chunk column between them.
+  lo = 0x7fffffff;
+  hi = -1;
   constructor(size: number) {
-    const ab = new ArrayBuffer(size);
-    this.buf = new Uint8Array(ab);
-    this.words = new Uint32Array(ab);
+    this.buf = new Uint8Array(new ArrayBuffer(size));
   }
 }
 
@@ -55,14 +58,14 @@ function release(c: Chunk): void {
 }
 
 function recordSize(len: number): number {
-  return 4 + ((len + 3) & ~3);
+  return len === 0 ? 1 : len;
 }
 
 export class BodyStore {
   readonly chunkSize: number;
   // Per-slot location columns (slot numbers are the engine's).
   private chunkOf: Uint16Array; // NO_CHUNK: no body
-  private offOf: Uint32Array; // offset of the record header
+  private offOf: Uint32Array; // offset of the body in its chunk
   private readonly lenOf = new U16Column();
   private chunks: (Chunk | null)[] = [];
   private freeChunkIds: number[] = [];
@@ -113,7 +116,7 @@ export class BodyStore {
   /** Copies `data[start, end)` in as the body of `slot` (which must not hold a body). */
   put(slot: number, data: Uint8Array, start = 0, end = data.length): void {
     if (this.chunkOf[slot] !== NO_CHUNK) throw new Error(`bodystore: slot ${slot} already has a body`);
-    if (end - start > SIZE_MASK - 8) throw new RangeError(`body too large: ${end - start}`);
+    if (end - start > BODY_BYTES_MAX) throw new RangeError(`body too large: ${end - start}`);
     this.place(slot, data, start, end);
   }
 
@@ -121,7 +124,7 @@ export class BodyStore {
   copyTo(slot: number, w: { bytes(src: Uint8Array, start: number, end: number): void }): void {
     const cid = this.chunkOf[slot];
     if (cid === NO_CHUNK) return;
-    const start = this.offOf[slot] + 4;
+    const start = this.offOf[slot];
     w.bytes((this.chunks[cid] as Chunk).buf, start, start + this.lenOf.get(slot));
   }
 
@@ -129,7 +132,7 @@ export class BodyStore {
   get(slot: number): Uint8Array {
     const cid = this.chunkOf[slot];
     if (cid === NO_CHUNK) return EMPTY;
-    const start = this.offOf[slot] + 4;
+    const start = this.offOf[slot];
     return (this.chunks[cid] as Chunk).buf.subarray(start, start + this.lenOf.get(slot));
   }
 
@@ -142,7 +145,6 @@ export class BodyStore {
     if (cid === NO_CHUNK) throw new Error(`bodystore: slot ${slot} has no body`);
     const c = this.chunks[cid] as Chunk;
     const size = recordSize(this.lenOf.get(slot));
-    c.words[this.offOf[slot] >> 2] = (DEAD | size) >>> 0;
     c.live -= size;
     this.chunkOf[slot] = NO_CHUNK;
     this.lenOf.clear(slot);
@@ -151,6 +153,8 @@ export class BodyStore {
         // Current chunk emptied: rewind, or swap it for a smaller one if it is larger than the
         // live bytes call for (the end of a burst).
         c.used = 0;
+        c.lo = 0x7fffffff;
+        c.hi = -1;
         if (c.buf.length > this.nextChunkSize() && !this.compacting) {
           this.cur = this.newChunk(this.nextChunkSize());
           this.dropChunk(cid);
@@ -163,7 +167,7 @@ export class BodyStore {
     }
   }
 
-  /** Bytes of live records (bodies + headers + padding). */
+  /** Bytes of live records (the bodies; 1 for an empty one). */
   get liveBytes(): number {
     let n = 0;
     for (const c of this.chunks) if (c) n += c.live;
@@ -200,39 +204,34 @@ export class BodyStore {
   /** Throws unless every chunk's records and counters agree with the location columns;
    *  `liveSlots` is how many slots the caller believes hold bodies. */
   check(liveSlots: number): void {
-    let records = 0;
+    const records: number[][] = this.chunks.map(() => []); // per chunk: offset, size pairs
+    let owned = 0;
+    for (let s = 0; s < this.chunkOf.length; s++) {
+      const cid = this.chunkOf[s];
+      if (cid === NO_CHUNK) continue;
+      owned++;
+      if (!this.chunks[cid]) throw new Error(`bodystore: slot ${s} in dropped chunk ${cid}`);
+      records[cid].push(this.offOf[s], recordSize(this.lenOf.get(s)));
+    }
     for (let cid = 0; cid < this.chunks.length; cid++) {
       const c = this.chunks[cid];
       if (!c) continue;
-      let off = 0;
+      const r = records[cid];
+      const order = Array.from({ length: r.length / 2 }, (_, i) => i).sort((a, b) => r[2 * a] - r[2 * b]);
+      let end = 0;
       let live = 0;
-      while (off < c.used) {
-        const h = c.words[off >> 2];
-        let size: number;
-        if (h >= DEAD) {
-          size = h & SIZE_MASK;
-          if (size < 4 || size % 4 !== 0) throw new Error(`bodystore: chunk ${cid} bad dead record size ${size} at ${off}`);
-        } else {
-          if (h >= this.chunkOf.length || this.chunkOf[h] !== cid || this.offOf[h] !== off) {
-            throw new Error(`bodystore: chunk ${cid} record at ${off} claims slot ${h} which points elsewhere`);
-          }
-          size = recordSize(this.lenOf.get(h));
-          live += size;
-          records++;
-        }
-        off += size;
+      for (const i of order) {
+        if (r[2 * i] < end) throw new Error(`bodystore: chunk ${cid} records overlap at ${r[2 * i]}`);
+        end = r[2 * i] + r[2 * i + 1];
+        live += r[2 * i + 1];
       }
-      if (off !== c.used) throw new Error(`bodystore: chunk ${cid} records end at ${off}, used ${c.used}`);
+      if (end > c.used) throw new Error(`bodystore: chunk ${cid} record ends at ${end}, used ${c.used}`);
       if (live !== c.live) throw new Error(`bodystore: chunk ${cid} live ${c.live} but records sum to ${live}`);
       if (c.used > c.buf.length) throw new Error(`bodystore: chunk ${cid} overfull`);
       if (cid !== this.cur && live === 0) throw new Error(`bodystore: empty retired chunk ${cid} kept`);
     }
     if (!this.chunks[this.cur]) throw new Error('bodystore: no current chunk');
-    let owned = 0;
-    for (let s = 0; s < this.chunkOf.length; s++) if (this.chunkOf[s] !== NO_CHUNK) owned++;
-    if (owned !== records || records !== liveSlots) {
-      throw new Error(`bodystore: ${records} live records, ${owned} slots with bodies, caller expects ${liveSlots}`);
-    }
+    if (owned !== liveSlots) throw new Error(`bodystore: ${owned} slots with bodies, caller expects ${liveSlots}`);
   }
 
   private place(slot: number, data: Uint8Array, start: number, end: number): void {
@@ -250,8 +249,9 @@ export class BodyStore {
     }
     const c = this.chunks[cid] as Chunk;
     const off = c.used;
-    c.words[off >> 2] = slot;
-    copyBytes(c.buf, off + 4, data, start, end);
+    copyBytes(c.buf, off, data, start, end);
+    if (slot < c.lo) c.lo = slot;
+    if (slot > c.hi) c.hi = slot;
     c.used += size;
     c.live += size;
     this.chunkOf[slot] = cid;
@@ -271,22 +271,19 @@ export class BodyStore {
   }
 
   // Copies the live records of chunk `cid` into the current chunk (rolling over as needed;
-  // chunk sizes vary, so that may take more than one), then drops it.
+  // chunk sizes vary, so that may take more than one), then drops it. Its records are found
+  // through the chunk column.
   private compact(cid: number): void {
     const c = this.chunks[cid] as Chunk;
+    const chunkOf = this.chunkOf;
     this.compacting = true;
-    for (let off = 0; off < c.used; ) {
-      const h = c.words[off >> 2];
-      if (h >= DEAD) {
-        off += h & SIZE_MASK;
-        continue;
-      }
-      const len = this.lenOf.get(h);
-      const size = recordSize(len);
-      this.chunkOf[h] = NO_CHUNK;
-      c.live -= size;
-      this.place(h, c.buf, off + 4, off + 4 + len);
-      off += size;
+    for (let s = c.lo; s <= c.hi && c.live > 0; s++) {
+      if (chunkOf[s] !== cid) continue;
+      const off = this.offOf[s];
+      const len = this.lenOf.get(s);
+      chunkOf[s] = NO_CHUNK;
+      c.live -= recordSize(len);
+      this.place(s, c.buf, off, off + len);
     }
     this.compacting = false;
     this.compactions++;
@@ -306,6 +303,8 @@ export class BodyStore {
     }
     c.used = 0;
     c.live = 0;
+    c.lo = 0x7fffffff;
+    c.hi = -1;
     const cid = this.freeChunkIds.length > 0 ? (this.freeChunkIds.pop() as number) : this.chunks.length;
     if (cid >= CHUNKS_MAX) {
       release(c);
