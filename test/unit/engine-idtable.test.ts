@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { IdTable } from '../../workers/engine/idtable.ts';
+import type { OffsetColumn } from '../../workers/engine/columns.ts';
+import { IDTABLE_GROWTH, IDTABLE_SLOTS_MAX, IdTable } from '../../workers/engine/idtable.ts';
 import { mulberry32 as rng } from '../support/prng.ts';
 
 
@@ -81,6 +82,31 @@ describe('IdTable', () => {
     const seen = new Map<number, number>();
     t.forEach((id, v) => seen.set(id, v));
     expect(seen).toEqual(ref);
+  });
+
+  it('grows by IDTABLE_GROWTH, not to the next power of two: at most 1.33 x 1.5 cells per entry', () => {
+    expect(IDTABLE_GROWTH).toBe(1.5);
+    const { t, ins } = table();
+    const n = 60_000; // a doubling table would have 131072 cells here (2.18 per entry)
+    for (let id = 1; id <= n; id++) ins(id, id);
+    t.check();
+    expect(t.size / t.capacity).toBeLessThanOrEqual(0.75);
+    expect(t.capacity).toBeLessThanOrEqual((n / 0.75) * IDTABLE_GROWTH);
+    for (let id = 1; id <= n; id += 7) expect(t.get(id)).toBe(id);
+    expect(t.get(n + 1)).toBe(-1);
+  });
+
+  it('refuses a slot it cannot name (IDTABLE_SLOTS_MAX: 27 bits of a cell, 5 are the hash tag)', () => {
+    expect(IDTABLE_SLOTS_MAX).toBe(2 ** 27 - 1);
+    // An id column of 2^27 slots, read through get() like the engine's OffsetColumn, without the memory.
+    const keys = new Map([[IDTABLE_SLOTS_MAX - 1, 5], [IDTABLE_SLOTS_MAX, 6]]);
+    const t = new IdTable();
+    t.bind({ get: (slot: number) => keys.get(slot) ?? 0 } as unknown as OffsetColumn);
+    expect(t.insert(5, IDTABLE_SLOTS_MAX - 1)).toBe(true); // the last slot it names
+    expect(t.get(5)).toBe(IDTABLE_SLOTS_MAX - 1);
+    expect(() => t.insert(6, IDTABLE_SLOTS_MAX)).toThrow(/IDTABLE_SLOTS_MAX/);
+    expect(t.get(6)).toBe(-1);
+    t.check();
   });
 
   it('shrinks after a burst is deleted', () => {
