@@ -8,6 +8,7 @@ import { Session } from '../proto/beanstalk/session.ts';
 import type { Logger } from '../log.ts';
 import type { Transport } from '../proto/connection.ts';
 import { WorkqSession } from '../proto/workq/session.ts';
+import { isRawHandle, RAW_READ_BUFFER, RawConnection, rawBinding, type RawOwner, type TcpHandle } from './raw.ts';
 
 /** What a listener needs of a connection. */
 export interface Conn {
@@ -25,8 +26,7 @@ export interface Conn {
  * nextTick and a 'data' event: with one command per read (many clients, one command in flight
  * each), a cost per command.
  */
-const READ_BUFFER_BYTES = 64 * 1024;
-const readBuffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
+const readBuffer = RAW_READ_BUFFER;
 
 /**
  * Node's own reusable-buffer reading (the `onread` option of net.connect) for an accepted socket.
@@ -55,13 +55,23 @@ function readIntoSharedBuffer(socket: net.Socket, onRead: (n: number, buf: Buffe
 
 /** Sockets that read into the shared buffer (a test checks that this Node takes that path). */
 export let sharedBufferSockets = 0;
+/** Connections served from their bare handle (src/net/raw.ts; a test checks that this Node takes that path). */
+export let rawConnections = 0;
+
+type Open = (connId: number, transport: Transport) => Conn;
 
 /**
  * Wires an accepted socket, paused (pauseOnConnect), to a new connection `open` makes, and lets
  * it read. On this thread or another: the main thread may hand a socket to a connection thread
- * first (src/net/threads.ts).
+ * first (src/net/threads.ts). The socket's handle is served bare when this Node allows it (the
+ * net.Socket is then dropped); else the socket itself.
  */
-export function serveSocket(socket: net.Socket, connId: number, log: Logger, open: (connId: number, transport: Transport) => Conn): void {
+export function serveSocket(socket: net.Socket, connId: number, log: Logger, open: Open, raws: RawConnections): 'raw' | 'socket' {
+  const handle = (socket as unknown as { _handle?: unknown })._handle;
+  if (rawBinding() !== null && isRawHandle(handle)) {
+    serveHandle(handle, connId, log, open, raws);
+    return 'raw';
+  }
   const conn = open(connId, {
     write: (data) => socket.write(data),
     end: () => socket.end(),
@@ -80,6 +90,41 @@ export function serveSocket(socket: net.Socket, connId: number, log: Logger, ope
     conn.close();
   });
   socket.resume();
+  return 'socket';
+}
+
+/** The connections of one listener (or one connection thread) served from their bare handle. */
+export class RawConnections implements RawOwner {
+  readonly live = new Set<RawConnection>();
+  private readonly log: Logger;
+
+  constructor(log: Logger) {
+    this.log = log;
+  }
+
+  closed(raw: RawConnection): void {
+    this.live.delete(raw);
+    this.log.debug({ conn: raw.connId }, 'close');
+  }
+
+  error(raw: RawConnection, code: string): void {
+    this.log.debug({ conn: raw.connId, err: code }, 'socket error');
+  }
+
+  /** Closes every one of them now. */
+  destroyAll(): void {
+    for (const r of [...this.live]) r.destroy();
+  }
+}
+
+/** Serves an accepted TCP handle, not reading yet, as connection `connId` (src/net/raw.ts). */
+function serveHandle(handle: TcpHandle, connId: number, log: Logger, open: Open, raws: RawConnections): void {
+  const raw = new RawConnection(handle, connId, raws);
+  raw.conn = open(connId, raw);
+  raws.live.add(raw);
+  rawConnections++;
+  if (log.isLevelEnabled('debug')) log.debug({ conn: connId, remote: raw.remoteAddress() }, 'accept');
+  raw.start();
 }
 
 /** Listens on host:port; every accepted socket, paused, goes to `accept`. */
@@ -94,8 +139,28 @@ export function listenTcp(host: string, port: number, accept: (socket: net.Socke
   });
 }
 
-function listen(host: string, port: number, log: Logger, open: (connId: number, transport: Transport) => Conn, newConnId: () => number): Promise<net.Server> {
-  return listenTcp(host, port, (socket) => serveSocket(socket, newConnId(), log, open));
+/**
+ * Listens for a protocol's connections. When this Node allows it, each accepted handle is served
+ * bare (src/net/raw.ts), without a net.Socket ever made for it: the server's handle hands it to
+ * us instead of to net.Server (which then neither counts nor closes it: `close()` below does).
+ */
+async function listen(host: string, port: number, log: Logger, open: Open, newConnId: () => number): Promise<net.Server> {
+  const raws = new RawConnections(log);
+  const server = await listenTcp(host, port, (socket) => void serveSocket(socket, newConnId(), log, open, raws));
+  const h = (server as unknown as { _handle?: { onconnection?: (err: number, client: unknown) => void } })._handle;
+  const nodeAccept = h?.onconnection;
+  if (h != null && typeof nodeAccept === 'function' && rawBinding() !== null) {
+    h.onconnection = (err, client) => {
+      if (err !== 0 || !isRawHandle(client)) nodeAccept.call(h, err, client);
+      else serveHandle(client, newConnId(), log, open, raws);
+    };
+    const close = server.close.bind(server);
+    server.close = (cb?: (err?: Error) => void) => {
+      raws.destroyAll();
+      return close(cb);
+    };
+  }
+  return server;
 }
 
 /** A new beanstalk connection of `beanstalk` on this thread. */

@@ -10,7 +10,7 @@ import { makeLogger } from '../log.ts';
 import { BeanstalkServer, ServerCounters } from '../proto/beanstalk/server.ts';
 import { startReclaimTimer } from '../shared/reclaim.ts';
 import { Router } from '../route/router.ts';
-import { openBeanstalk, serveSocket } from './listener.ts';
+import { openBeanstalk, RawConnections, serveSocket } from './listener.ts';
 import { siteRow, type SiteData, type SiteMessage } from './threads.ts';
 
 const d = workerData as SiteData;
@@ -32,12 +32,14 @@ router.onFatal = (shard, err) => send({ type: 'fatal', shard, err: err.stack ?? 
 const beanstalk = new BeanstalkServer(router, ServerCounters.attach(d.counters, siteRow(d.site)));
 const open = openBeanstalk(beanstalk);
 const sockets = new Set<net.Socket>();
+const raws = new RawConnections(log);
 const stopReclaim = startReclaimTimer((r) => log.debug(r, 'memory given back'));
 
 port.on('message', (m: { socket?: net.Socket } | 'close') => {
   if (m === 'close') {
     stopReclaim();
     for (const s of sockets) s.destroy();
+    raws.destroyAll();
     beanstalk.closeAll();
     void router.close().then(() => {
       send({ type: 'closed' });
@@ -47,9 +49,10 @@ port.on('message', (m: { socket?: net.Socket } | 'close') => {
   }
   const socket = m.socket;
   if (socket === undefined) return;
+  // Served bare (src/net/raw.ts), the socket object is dropped and `raws` has the connection.
+  if (serveSocket(socket, router.newConnId(), log, open, raws) === 'raw') return;
   sockets.add(socket);
   socket.on('close', () => sockets.delete(socket));
-  serveSocket(socket, router.newConnId(), log, open);
 });
 
 send({ type: 'ready' });

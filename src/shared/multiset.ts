@@ -8,8 +8,13 @@
  * connections get jobs all follow from these rules, so we keep them exactly.
  */
 export class Multiset<T> {
-  readonly items: T[] = [];
+  readonly items: T[];
   private last = 0;
+
+  /** Empty, or holding `first` (an array of its exact size: a connection's watch list starts with one tube). */
+  constructor(first?: T) {
+    this.items = first === undefined ? [] : [first];
+  }
 
   get len(): number {
     return this.items.length;

@@ -33,10 +33,16 @@ describe('scripted sessions on beanstalkd', () => {
  * Scripts whose transcripts differ, by design, when connections are served on several threads
  * (README, "Differences from beanstalkd"): reserves over tubes of several shards wait on their
  * connections' threads, so among such reserves on different threads the one served first is not
- * beanstalkd's pick. For these the target must still answer every command, hand out no job twice,
- * and hand out as many jobs as beanstalkd did.
+ * beanstalkd's pick; and the jobs a closing connection held go back to their shards one shard at
+ * a time, so such a reserve may take the first one back rather than the most urgent of them all
+ * (seen in 1 run of 6 before connections were served from their bare handles, more often since:
+ * the race was always there). For these the target must still answer every command, hand out no
+ * job twice, and hand out as many jobs as beanstalkd did.
  */
-const THREADS_WAKE_ORDER = new Set(['workers with overlapping watch sets, blocked, served as jobs arrive']);
+const THREADS_WAKE_ORDER = new Set([
+  'workers with overlapping watch sets, blocked, served as jobs arrive',
+  "a closing worker's jobs go to the workers waiting for them",
+]);
 
 /** The ids a transcript shows reserved, sorted. */
 function reservedIds(t: Transcript): number[] {
@@ -51,10 +57,15 @@ describe.each(shardstalkTargets())('$name: scripted sessions match beanstalkd', 
     if (target.name.endsWith('-threads') && THREADS_WAKE_ORDER.has(name)) {
       const missing = got.lines.filter((l) => l.includes('(no reply:') || l.endsWith('still open'));
       expect(missing, got.lines.join('\n')).toEqual([]);
-      // Which jobs are left over depends on who was served first; how many, and that none goes twice, does not.
+      // Which jobs are left over depends on who was served first; how many go out, how often one
+      // job may go out (once, or again after its holder closed), and the server's counts, do not.
       const ids = reservedIds(got);
-      expect(new Set(ids).size, got.lines.join('\n')).toBe(ids.length);
-      expect(ids.length, got.lines.join('\n')).toBe(reservedIds(want).length);
+      const wantIds = reservedIds(want);
+      const most = (xs: number[]): number => Math.max(0, ...[...new Set(xs)].map((x) => xs.filter((y) => y === x).length));
+      expect(ids.length, got.lines.join('\n')).toBe(wantIds.length);
+      expect(most(ids), got.lines.join('\n')).toBeLessThanOrEqual(most(wantIds));
+      const stats = (t: Transcript): string[] => t.lines.filter((l) => /^\w+< OK \d+\\r\\n---\\ncurrent-jobs-urgent/.test(l));
+      expect(stats(got), got.lines.join('\n')).toEqual(stats(want));
       return;
     }
     const diff = describeTranscriptDiff(want, got);

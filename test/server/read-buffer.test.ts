@@ -3,7 +3,7 @@
 // own copy by the time another connection's read overwrites that buffer.
 
 import { afterEach, expect, it } from 'vitest';
-import { sharedBufferSockets } from '../../src/net/listener.ts';
+import { rawConnections } from '../../src/net/listener.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
@@ -15,14 +15,14 @@ afterEach(async () => {
   for (const s of servers.splice(0)) await s.close();
 });
 
-it('this Node reads accepted sockets into the shared buffer (not the slower data events)', async () => {
+it('this Node serves accepted connections from their bare handle, reading into the shared buffer (src/net/raw.ts)', async () => {
   const s = await startServer({ port: 0, shards: 1, logLevel: 'silent', workq: null });
   servers.push(s);
-  const before = sharedBufferSockets;
+  const before = rawConnections;
   const c = await connect(s.port);
   clients.push(c);
   expect(await c.request('use t')).toBe('USING t\r\n');
-  expect(sharedBufferSockets).toBe(before + 1);
+  expect(rawConnections).toBe(before + 1);
 });
 
 it('bytes held behind a blocking reserve and a split body survive other connections reading', async () => {

@@ -84,7 +84,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   readonly parser: Parser;
 
   use: Tube;
-  readonly watch = new Multiset<Tube>();
+  readonly watch: Multiset<Tube>;
   isProducer = false;
   isWorker = false;
 
@@ -139,7 +139,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     this.parser = new Parser(this, server.router.config.jobSizeMax);
     const def = server.router.tubes.acquire('default', 'using');
     this.use = def;
-    this.watch.append(def);
+    this.watch = new Multiset(def);
     server.router.tubes.retain(def, 'watching');
   }
 
