@@ -2,7 +2,9 @@
 
 import os from 'node:os';
 import type net from 'node:net';
-import fs from 'node:fs';
+// Taken this way, not by an ESM import: Node's ESM facade of a builtin reads every export,
+// and fs's `promises` getter then loads fs/promises and readline at start (~2 MiB resident).
+const fs = process.getBuiltinModule('node:fs');
 import { BeanstalkServer } from './proto/beanstalk/server.ts';
 import { Router } from './route/router.ts';
 import type { WalConfig } from '../workers/wal/wal.ts';

@@ -6,7 +6,7 @@
 // never grants), and an Origin, when sent, naming this very host; read-only requests need the
 // token too unless the port is bound to loopback.
 
-import crypto from 'node:crypto';
+const crypto = process.getBuiltinModule('node:crypto'); // not an ESM import: see src/server.ts
 import type http from 'node:http';
 import type { Router } from '../route/router.ts';
 import type { Tube } from '../route/tubes.ts';

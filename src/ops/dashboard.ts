@@ -3,7 +3,7 @@
 // with a Content-Security-Policy that allows scripts, styles and fetches from this origin only
 // (no inline script or style, no frames, no form posts), so data shown by the page can never run.
 
-import fs from 'node:fs';
+const fs = process.getBuiltinModule('node:fs'); // not an ESM import: see src/server.ts
 import type http from 'node:http';
 
 /** The page's policy: everything from this origin only, nothing inline, never framed. */

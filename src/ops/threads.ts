@@ -2,7 +2,6 @@
 // which shard thread is busy, which idles, and what the connections' thread costs. Elsewhere
 // (no /proc) there is nothing to report.
 
-import fs from 'node:fs/promises';
 
 /**
  * The unit of utime / stime in /proc: USER_HZ, which the kernel fixes at 100 for what it shows
@@ -36,6 +35,8 @@ export function parseTaskStat(line: string): { name: string; userTicks: number; 
 /** Every thread's CPU time, or null where /proc/self/task is not there. Asynchronous: a scrape never stalls the connections' thread on file reads. */
 export async function threadCpu(): Promise<ThreadCpu[] | null> {
   if (process.platform !== 'linux') return null;
+  // Taken at the first scrape, not at start: fs/promises brings readline with it (~2 MiB).
+  const fs = process.getBuiltinModule('node:fs/promises');
   let tids: string[];
   try {
     tids = await fs.readdir('/proc/self/task');

@@ -3,7 +3,7 @@
 // Everything is synchronous: the log runs on a shard thread that has no event-loop work, and a
 // batch's replies must not be published before its records are written (and, if asked, synced).
 
-import * as fs from 'node:fs';
+const fs = process.getBuiltinModule('node:fs'); // not an ESM import: see src/server.ts
 
 export interface WalIo {
   /** fs.openSync. Flags used: 'wx' (new segment, O_EXCL), 'r' (replay), 'r+' (cut a torn tail). */

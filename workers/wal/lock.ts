@@ -10,7 +10,7 @@
 // Unlike beanstalkd's fcntl lock, nothing releases it at exit: call unlock() when shutting down
 // (a crash leaves a stale lock, which the next start takes over).
 
-import * as fs from 'node:fs';
+const fs = process.getBuiltinModule('node:fs'); // not an ESM import: see src/server.ts
 import { join } from 'node:path';
 
 /** Another live process holds the directory. */

@@ -3,7 +3,6 @@
 // drain mode. The counters live in shared memory (ServerCounters), a row per thread, so that
 // connections served on several threads count into one `stats`.
 
-import { randomBytes } from 'node:crypto';
 import type { FanAttempt } from '../../route/fanin.ts';
 import type { JobHolder, Router } from '../../route/router.ts';
 import type { Multiset, Tube } from '../../route/tubes.ts';
@@ -125,7 +124,7 @@ export class BeanstalkServer {
   /** This thread's command counts, by CMD_* code (part of `row`). */
   readonly cmdCounts: Float64Array;
   readonly startedMs = Date.now();
-  readonly instanceId = randomBytes(8).toString('hex');
+  readonly instanceId = process.getBuiltinModule('node:crypto').randomBytes(8).toString('hex');
 
   /** `counters`: the shared counters (default: new ones, this thread on row 0). */
   constructor(router: Router, counters: ServerCounters = ServerCounters.create()) {
