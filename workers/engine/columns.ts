@@ -1,5 +1,7 @@
 // Growing typed-array job columns: both engines (beanstalk's and workq's) keep a job as a slot
-// number into columns that double when full; these copy a column into a bigger one.
+// number into columns that grow when full; these copy a column into a bigger one. And the narrow
+// columns of the beanstalk engine: OffsetColumn (ids and ms times, 4 bytes) and U16Column (TTR,
+// delay, tube number, body length: 2 bytes), each with a side map for the rare wide value.
 
 export function growF64(a: Float64Array, n: number): Float64Array {
   const b = new Float64Array(n);

@@ -29,7 +29,7 @@ export interface TimerSink {
 }
 
 export interface EngineOptions {
-  /** Initial job slots (columns double from here). */
+  /** Initial job slots (columns grow by COLUMN_GROWTH from here). */
   initialSlots?: number;
   /** Body slab chunk size in bytes (tests use small chunks to exercise compaction). */
   chunkSize?: number;
@@ -53,7 +53,9 @@ export const SHRINK_SLOTS_FACTOR = 4;
 export const COLUMN_GROWTH = 1.5;
 
 /** Bytes of engine column storage per job slot (see grow()), without a write-ahead log (its
- *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. */
+ *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. In order: id (a
+ *  4-byte offset), pri, jobState, tube number, TTR, delay (2 bytes each), deadline, created
+ *  (4-byte offsets), counters (16 bits), pos, link. */
 export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 2 + 2 + 2 + 4 + 4 + COUNTER_BYTES + 4 + 4;
 
 /**
