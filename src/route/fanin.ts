@@ -24,6 +24,7 @@
 // smallest first (beanstalk: pri, 0, 0, id; workq: -priority, schedule time, creation, id); the
 // shards order their own jobs the same way. All per-attempt state lives in FanAttempt.
 
+import { delayUntil } from '../shared/timer.ts';
 import type { ReplyTarget } from './shards.ts';
 
 /** A queue a fan-in takes from (a beanstalk tube, a workq queue). */
@@ -379,7 +380,7 @@ export class FanIn<Q extends FanQueue> {
       if (!a.waiting || a.client.closed) return;
       if (!this.due(a)) this.arm(a);
       this.flushSoon();
-    }, Math.max(0, at - Date.now()));
+    }, delayUntil(at));
   }
 
   /** The client's early end may have moved (a held job was released by its TTR): re-arm a wait. */

@@ -12,6 +12,7 @@
 
 import { Worker } from 'node:worker_threads';
 import { Doorbell } from '../shared/doorbell.ts';
+import { delayUntil } from '../shared/timer.ts';
 import {
   E_READY, E_WQ_GONE, E_WQ_READY, eventConn, HEADER_BYTES, isEvent, OP_BATCH, RecordReader, RecordWriter, recordEnd,
   replyKind,
@@ -326,7 +327,7 @@ class HereShard implements ShardLink {
     if (until >= this.timerAt || this.closed) return;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timerAt = until;
-    this.timer = setTimeout(this.onTimer, Math.max(0, until - Date.now()));
+    this.timer = setTimeout(this.onTimer, delayUntil(until));
   }
 
   private readonly onTimer = (): void => {
