@@ -36,6 +36,8 @@ export interface ConnectionHost {
   /** Batches output: a connection with new replies is flushed once at the end of the turn. */
   markDirty(c: { flush(): void }): void;
   flushSoon(): void;
+  /** A read was parsed: the host flushes at the end of the turn, or now (see Router.readDone). */
+  readDone(): void;
   /** The requests queued for the shards are over their limit: stop parsing. */
   backlogFull(): boolean;
   /** Call `c.roomAgain()` once the queues to the shards have drained enough. */
@@ -68,6 +70,8 @@ export const COPY_REPLY_MAX = 1024;
 const ACC_KEEP_MAX = 16 * 1024;
 const ACC_MIN = 256;
 const EMPTY = Buffer.alloc(0);
+/** What an idle connection holds instead of an empty array of its own (frozen: a push throws). */
+const NO_BUFFERS: Buffer[] = Object.freeze([]) as unknown as Buffer[];
 
 const INSERTED_ = Buffer.from('INSERTED ', 'latin1');
 /** Bytes `writeInserted` may use. */
@@ -131,7 +135,7 @@ export abstract class Connection {
   private slots: (Buffer | undefined)[] = new Array(4);
   protected slotHead = 0; // seq of the oldest reply not yet sent
   protected slotNext = 0; // seq of the next command
-  private out: Buffer[] = []; // sealed output of this turn, in order, before acc
+  private out: Buffer[] = NO_BUFFERS; // sealed output of this turn, in order, before acc (an array once needed)
   private acc: Buffer = EMPTY; // output bytes of this turn after `out`
   private accLen = 0;
   private outBytes = 0;
@@ -155,7 +159,7 @@ export abstract class Connection {
       this.readingPaused = true;
       this.transport.pauseReading();
     }
-    this.scheduler.flushSoon();
+    this.scheduler.readDone();
   }
 
   protected block(bit: number): void {
@@ -286,6 +290,7 @@ export abstract class Connection {
       this.accLen += n;
     } else {
       this.seal();
+      if (this.out === NO_BUFFERS) this.out = [];
       this.out.push(reply);
     }
     this.counted(n);
@@ -324,6 +329,7 @@ export abstract class Connection {
     if (this.accLen === 0) return;
     const b = Buffer.allocUnsafe(this.accLen);
     this.acc.copy(b, 0, 0, this.accLen);
+    if (this.out === NO_BUFFERS) this.out = [];
     this.out.push(b);
     this.accLen = 0;
   }
@@ -341,7 +347,7 @@ export abstract class Connection {
     } else {
       this.seal();
       data = this.out.length === 1 ? this.out[0] : Buffer.concat(this.out);
-      this.out = [];
+      this.out = NO_BUFFERS;
     }
     this.outBytes = 0;
     const below = this.transport.write(data);

@@ -6,10 +6,13 @@
 // A chunk is valid only during `push` (the listener reads every socket into one buffer), so what
 // queues up is a copy.
 
+/** What a parser holding nothing has instead of an empty array of its own (frozen: a push throws). */
+const NO_CHUNKS: Buffer[] = Object.freeze([]) as unknown as Buffer[];
+
 export class StreamParser {
   protected paused = false;
   private running = false; // inside run(): resume() must not re-enter it
-  private readonly queue: Buffer[] = [];
+  private queue: Buffer[] = NO_CHUNKS; // an array of its own once something is held
   private queuePos = 0; // offset into queue[0]
 
   get isPaused(): boolean {
@@ -38,11 +41,16 @@ export class StreamParser {
       } finally {
         this.running = false;
       }
-      if (used < len) this.queue.push(Buffer.from(chunk.subarray(used, len)));
+      if (used < len) this.hold(Buffer.from(chunk.subarray(used, len)));
       return;
     }
-    this.queue.push(Buffer.from(chunk.subarray(0, len)));
+    this.hold(Buffer.from(chunk.subarray(0, len)));
     if (!this.paused) this.run();
+  }
+
+  private hold(chunk: Buffer): void {
+    if (this.queue === NO_CHUNKS) this.queue = [];
+    this.queue.push(chunk);
   }
 
   pause(): void {

@@ -35,7 +35,7 @@ function setup(): { conn: TestConn; written: Buffer[]; flush: () => string } {
     bufferedOut: () => 0,
   };
   const dirty: { flush(): void }[] = [];
-  const conn = new TestConn({ markDirty: (c) => dirty.push(c), flushSoon: () => {}, backlogFull: () => false, waitForRoom: () => {}, flushRequests: () => {} }, 1, transport);
+  const conn = new TestConn({ markDirty: (c) => dirty.push(c), flushSoon: () => {}, readDone: () => {}, backlogFull: () => false, waitForRoom: () => {}, flushRequests: () => {} }, 1, transport);
   const flush = (): string => {
     for (const c of dirty.splice(0)) c.flush();
     return Buffer.concat(written.splice(0)).toString('latin1');
@@ -71,7 +71,7 @@ describe('connection output', () => {
   it('one write per turn, and the bytes handed over are not changed by the next turn', () => {
     const { conn, written } = setup();
     const dirty: { flush(): void }[] = [];
-    const c2 = new (conn.constructor as typeof TestConn)({ markDirty: (c) => dirty.push(c), flushSoon: () => {}, backlogFull: () => false, waitForRoom: () => {}, flushRequests: () => {} }, 2, {
+    const c2 = new (conn.constructor as typeof TestConn)({ markDirty: (c) => dirty.push(c), flushSoon: () => {}, readDone: () => {}, backlogFull: () => false, waitForRoom: () => {}, flushRequests: () => {} }, 2, {
       write: (d) => {
         written.push(d); // no copy, and not sent: a later turn must not write into it
         return true;

@@ -75,6 +75,9 @@ const BARRIER_CMDS = new Set([CMD_STATS, CMD_STATS_TUBE, CMD_LIST_TUBES, CMD_PAU
 /** These create or free tubes on the main thread; a delete still in flight may free a tube first. */
 const TUBE_CMDS = new Set([CMD_USE, CMD_WATCH, CMD_IGNORE]);
 
+/** What a session with no request kept in a shard has instead of an array of its own (frozen: a push throws). */
+const NO_KEPT: number[] = Object.freeze([]) as unknown as number[];
+
 /** How a reserve in a shard ended without a job (R_NONE, E_WAIT_END), as the reply says it. */
 const endWord = (buf: Buffer, at: number): Buffer => (reserveEnd(buf, at) === END_DEADLINE_SOON ? REPLY_DEADLINE_SOON : REPLY_TIMED_OUT);
 
@@ -115,7 +118,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   /** A command that waits at the gate until the shard's reserves are answered. */
   private gatedCmd = 0;
   /** kind, seq of each request the shard keeps behind the waiting reserve (R_DEFERRED), oldest first. */
-  private kept: number[] = [];
+  private kept: number[] = NO_KEPT; // an array of its own once the shard keeps one
   private keptHead = 0;
   /** Watched tubes grouped by shard, rebuilt after watch/ignore (a reserve keeps the one it got). */
   private watchGroups: ShardGroups<Tube> | null = null;
@@ -514,7 +517,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         const seq = this.kept[this.keptHead + 1];
         this.keptHead += 2;
         if (this.keptHead === this.kept.length) {
-          this.kept.length = 0;
+          this.kept = NO_KEPT;
           this.keptHead = 0;
         }
         this.onShardReply(shard, kind, seq, buf, deferredAt(at));
@@ -552,6 +555,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     const rk = replyKind(buf, at);
     // Kept behind the reserve waiting in that shard: the answer comes later (E_DEFERRED).
     if (rk === R_DEFERRED) {
+      if (this.kept === NO_KEPT) this.kept = [];
       this.kept.push(kind, seq);
       return;
     }
