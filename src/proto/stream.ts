@@ -21,8 +21,11 @@ export class StreamParser {
 
   /** Bytes received but not parsed yet (held while paused). */
   get bufferedBytes(): number {
+    const q = this.queue;
+    if (q.length === 0) return 0;
+    // An index loop: for-of over the shared frozen empty array made an iterator object per read.
     let n = 0 - this.queuePos; // not -queuePos: that is -0 when nothing is held
-    for (const c of this.queue) n += c.length;
+    for (let i = 0; i < q.length; i++) n += q[i].length;
     return n;
   }
 
