@@ -8,7 +8,7 @@
 //   churn         20,000 connect / put / close cycles: RSS after
 //   tubes         50,000 tubes, a job put in each, then deleted (the tubes go): RSS after
 //   jobs          1,000,000 100-byte jobs put into one tube and kept: RSS per job (peak - idle) / 1M
-// "After" is read once the server's RSS stops falling (up to 5 s), as a host would see it.
+// "After" is read once the server's RSS has held steady for 3 s (at most 10 s), as a host would see it.
 //
 //   node_modules/.bin/node bench/memory.ts [--rounds 2] [--servers beanstalkd,shardstalk] [--points idle,connections,...]
 
@@ -70,12 +70,21 @@ const rssKiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSyn
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** RSS once it stops falling: read every 250 ms until two readings agree within 1% or 5 s pass. */
+/**
+ * RSS once it has held within 1% for SETTLE_MS (at most SETTLE_MAX_MS): a quiet server gives back
+ * what a burst left a second or two after it goes quiet (src/shared/reclaim.ts), so a reading
+ * taken the moment RSS first stops moving would miss that.
+ */
+const SETTLE_MS = 3000;
+const SETTLE_MAX_MS = 10_000;
 async function settledRss(pid: number): Promise<number> {
   let last = rssKiB(pid);
-  for (let waited = 0; waited < 5000; waited += 250) {
+  let stableSince = 0;
+  for (let waited = 0; waited < SETTLE_MAX_MS; waited += 250) {
     await sleep(250);
     const now = rssKiB(pid);
-    if (Math.abs(now - last) <= last * 0.01) return now;
+    if (Math.abs(now - last) > last * 0.01) stableSince = waited + 250;
+    else if (waited + 250 - stableSince >= SETTLE_MS) return now;
     last = now;
   }
   return last;
