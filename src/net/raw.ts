@@ -133,7 +133,7 @@ function onShutdownDone(this: ShutdownReq, status: number): void {
   conn.shutDown(status);
 }
 
-/** The handle's read callback, one for all (`this` is the handle; an own closure per connection cost ~200 bytes). */
+/** The handle's read callback, one for all (`this` is the handle; a closure of its own per connection cost ~140 bytes more, heap snapshot). */
 function onHandleRead(this: TcpHandle & { raw: RawConnection }): void {
   this.raw.onRead();
 }
