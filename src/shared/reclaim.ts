@@ -27,12 +27,19 @@ export const RECLAIM_GROWTH_BYTES = 16 * 1024 * 1024;
 export const RECLAIM_QUIET_UTILIZATION = 0.1;
 /** A thread whose event loop was busy at least this share of a check's window had a burst. */
 export const RECLAIM_BUSY_UTILIZATION = 0.3;
+/**
+ * So had a thread that did this many units of work (commands read) in one check's window: 50,000
+ * pipelined deletes take a tenth of a second, too little for the utilisation to show, and free
+ * what a collection has yet to find (measured: 50,000 tubes emptied, +75 MiB kept without this).
+ * A steady light load stays below it.
+ */
+export const RECLAIM_BUSY_WORK = 5000;
 /** A shard thread that applied this many requests since the last reclaim had a burst. */
 export const RECLAIM_BUSY_REQUESTS = 10_000;
 /** How often a thread with an event loop looks (ms). */
 export const RECLAIM_CHECK_MS = 1000;
 /** At most one reclaim per thread this often (ms): it costs tens of milliseconds of the thread. */
-export const RECLAIM_MIN_INTERVAL_MS = 5000;
+export const RECLAIM_MIN_INTERVAL_MS = 2000;
 
 type GcFunction = (options?: { type?: string; execution?: string; flavor?: string }) => void;
 
@@ -120,18 +127,28 @@ export function reclaimIfDue(quiet: boolean, busy: boolean): Reclaimed | null {
   return { before, after };
 }
 
+/** Whether one check's window (its event-loop utilisation, the work done in it) was a burst. */
+export function isBurst(utilization: number, work: number): boolean {
+  return utilization >= RECLAIM_BUSY_UTILIZATION || work >= RECLAIM_BUSY_WORK;
+}
+
 /**
  * For a thread with an event loop: looks every RECLAIM_CHECK_MS (the timer does not keep the
- * process alive) and reclaims when the loop was quiet since the last look. `onReclaimed` hears of
+ * process alive) and reclaims when the loop was quiet since the last look. `work` counts what the
+ * thread did (commands read), for bursts too light on the loop to show; `onReclaimed` hears of
  * each reclaim (for the log). Returns a function that stops it.
  */
-export function startReclaimTimer(onReclaimed?: (r: Reclaimed) => void): () => void {
+export function startReclaimTimer(onReclaimed?: (r: Reclaimed) => void, work?: () => number): () => void {
   let last = performance.eventLoopUtilization();
+  let lastWork = work?.() ?? 0;
   const timer = setInterval(() => {
     const now = performance.eventLoopUtilization();
     const window = performance.eventLoopUtilization(now, last);
     last = now;
-    const r = reclaimIfDue(window.utilization < RECLAIM_QUIET_UTILIZATION, window.utilization >= RECLAIM_BUSY_UTILIZATION);
+    const done = work?.() ?? 0;
+    const burst = isBurst(window.utilization, done - lastWork);
+    lastWork = done;
+    const r = reclaimIfDue(window.utilization < RECLAIM_QUIET_UTILIZATION, burst);
     if (r !== null) onReclaimed?.(r);
   }, RECLAIM_CHECK_MS);
   timer.unref();

@@ -4,7 +4,9 @@
 // RECLAIM_MIN_INTERVAL_MS, and a steady light load (quiet, never busy, no growth) never pays.
 
 import { describe, expect, it } from 'vitest';
-import { RECLAIM_GROWTH_BYTES, RECLAIM_MIN_INTERVAL_MS, ReclaimPolicy, reclaimIfDue } from '../../src/shared/reclaim.ts';
+import {
+  isBurst, RECLAIM_BUSY_UTILIZATION, RECLAIM_BUSY_WORK, RECLAIM_GROWTH_BYTES, RECLAIM_MIN_INTERVAL_MS, ReclaimPolicy, reclaimIfDue,
+} from '../../src/shared/reclaim.ts';
 
 const MIB = 1024 * 1024;
 
@@ -42,6 +44,15 @@ describe('ReclaimPolicy', () => {
     expect(p.check(12 * MIB, true, false, RECLAIM_MIN_INTERVAL_MS)).toBe(true); // the burst was remembered
     p.done(12 * MIB, RECLAIM_MIN_INTERVAL_MS);
     expect(p.check(12 * MIB + RECLAIM_GROWTH_BYTES, true, false, 3 * RECLAIM_MIN_INTERVAL_MS)).toBe(true);
+  });
+});
+
+describe('isBurst', () => {
+  it('a window is a burst by its event-loop utilisation or by the work done in it (50,000 pipelined deletes barely show on the loop)', () => {
+    expect(isBurst(RECLAIM_BUSY_UTILIZATION, 0)).toBe(true);
+    expect(isBurst(0.05, RECLAIM_BUSY_WORK)).toBe(true);
+    expect(isBurst(RECLAIM_BUSY_UTILIZATION - 0.01, RECLAIM_BUSY_WORK - 1)).toBe(false);
+    expect(isBurst(0.01, 1000)).toBe(false); // a steady light load
   });
 });
 

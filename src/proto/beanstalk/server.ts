@@ -126,6 +126,13 @@ export class BeanstalkServer {
   readonly startedMs = Date.now();
   readonly instanceId = process.getBuiltinModule('node:crypto').randomBytes(8).toString('hex');
 
+  /** Commands this thread has read (every kind; for the memory reclaim's burst test). */
+  commandsRead(): number {
+    let n = 0;
+    for (let i = 0; i < this.cmdCounts.length; i++) n += this.cmdCounts[i];
+    return n;
+  }
+
   /** `counters`: the shared counters (default: new ones, this thread on row 0). */
   constructor(router: Router, counters: ServerCounters = ServerCounters.create()) {
     this.router = router;
