@@ -151,7 +151,7 @@ async function listen(host: string, port: number, log: Logger, open: Open, newCo
   const nodeAccept = h?.onconnection;
   if (h != null && typeof nodeAccept === 'function' && rawBinding() !== null) {
     h.onconnection = (err, client) => {
-      if (err !== 0 || !isRawHandle(client)) nodeAccept.call(h, err, client);
+      if (err !== 0 || rawBinding() === null || !isRawHandle(client)) nodeAccept.call(h, err, client);
       else serveHandle(client, newConnId(), log, open, raws);
     };
     const close = server.close.bind(server);

@@ -58,8 +58,21 @@ const UV_EOF_NAME = 'EOF';
 let binding: StreamWrapBinding | null | undefined;
 let uvEof = 0;
 
-/** The stream_wrap binding, or null if this Node does not give it as expected. */
+/**
+ * Whether connections may be served from their bare handle: yes unless the environment has
+ * SHARDSTALK_RAW_SOCKETS=0 (the way back to net.Socket, should a Node version misbehave) or a
+ * test said otherwise (useRawHandles).
+ */
+let rawWanted = process.env.SHARDSTALK_RAW_SOCKETS !== '0';
+
+/** Test hook: serve the next connections from bare handles (true) or as net.Sockets (false). */
+export function useRawHandles(on: boolean): void {
+  rawWanted = on;
+}
+
+/** The stream_wrap binding, or null if this Node does not give it as expected (or it is not wanted). */
 export function rawBinding(): StreamWrapBinding | null {
+  if (!rawWanted) return null;
   if (binding !== undefined) return binding;
   binding = null;
   try {
