@@ -272,43 +272,28 @@ export class RawConnection {
     if (!this.has(F_PEER_ENDED)) this.setReading(true);
   }
 
-  /** Sends FIN after everything written; the handle closes once the peer has ended too. */
+  /**
+   * Sends FIN after everything written; the handle closes once the peer has ended too (at once
+   * when it already has: see shutDown).
+   */
   end(): void {
     if (this.has(F_ENDED | F_CLOSING)) return;
     this.flags |= F_ENDED;
-    if (this.has(F_PEER_ENDED)) {
-      this.shutDownThenClose();
-      return;
-    }
     const req = new (binding as StreamWrapBinding).ShutdownWrap();
     req.handle = this.handle;
     req.oncomplete = onShutdownDone;
     req.callback = null;
     req.conn = this;
-    const err = this.handle.shutdown(req);
-    if (err < 0) {
+    if (this.handle.shutdown(req) < 0) {
       req.conn = null;
       this.destroy();
       return;
     }
     // Read on (and drop) until the peer's FIN, as a half-open net.Socket does.
-    if (!this.has(F_READING)) this.setReading(true);
+    if (!this.has(F_PEER_ENDED)) this.setReading(true);
   }
 
-  private shutDownThenClose(): void {
-    const req = new (binding as StreamWrapBinding).ShutdownWrap();
-    req.handle = this.handle;
-    req.oncomplete = function (this: ShutdownReq) {
-      const conn = this.conn as RawConnection;
-      this.conn = null;
-      conn.destroy();
-    };
-    req.callback = null;
-    req.conn = this;
-    if (this.handle.shutdown(req) < 0) this.destroy();
-  }
-
-  /** The FIN went out. */
+  /** The FIN went out (or could not). */
   shutDown(status: number): void {
     if (status < 0 || this.has(F_PEER_ENDED)) this.destroy();
   }

@@ -290,8 +290,7 @@ export abstract class Connection {
       this.accLen += n;
     } else {
       this.seal();
-      if (this.out === NO_BUFFERS) this.out = [];
-      this.out.push(reply);
+      this.queueOut(reply);
     }
     this.counted(n);
   }
@@ -324,13 +323,18 @@ export abstract class Connection {
     }
   }
 
+  /** Appends to `out`, giving it an array of its own first if it has none. */
+  private queueOut(b: Buffer): void {
+    if (this.out === NO_BUFFERS) this.out = [];
+    this.out.push(b);
+  }
+
   /** Moves the bytes in `acc` into `out` as a Buffer of their own (acc is reused). */
   private seal(): void {
     if (this.accLen === 0) return;
     const b = Buffer.allocUnsafe(this.accLen);
     this.acc.copy(b, 0, 0, this.accLen);
-    if (this.out === NO_BUFFERS) this.out = [];
-    this.out.push(b);
+    this.queueOut(b);
     this.accLen = 0;
   }
 

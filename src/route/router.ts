@@ -232,8 +232,8 @@ export class Router {
    * looks at the other sockets and runs the check phase. For a client with one command in flight
    * that is the whole round trip (measured at one connection: +3% here; 8–64% for a Node server
    * that does nothing); with many connections busy, turns read several sockets and keep batching
-   * (10 connections: unchanged). Which turn a reply leaves in
-   * changes nothing else: replies stay in order per connection and requests in order per shard.
+   * (10 connections: unchanged). Which turn a reply leaves in changes nothing else: replies stay
+   * in order per connection and requests in order per shard.
    */
   readDone(): void {
     if (++this.readsThisTurn === 1 && this.lastTurnReads <= 1) this.flushTurn();
