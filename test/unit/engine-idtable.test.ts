@@ -119,6 +119,29 @@ describe('IdTable', () => {
     for (let id = 9991; id <= 10000; id++) expect(t.get(id)).toBe(id);
   });
 
+  it('moves into cells its owner lays out (adopt), keeps them while entries go, and refuses too few', () => {
+    const { t, ins } = table();
+    for (let id = 1; id <= 3000; id++) ins(id, id);
+    expect(() => t.adopt(new Int32Array(IdTable.cellsFor(3000)))).toThrow(RangeError); // no room for one more
+    const cells = new Int32Array(IdTable.cellsFor(6000));
+    t.adopt(cells);
+    expect(t.capacity).toBe(cells.length);
+    expect(IdTable.cellsFor(6000)).toBe(8000); // load 0.75 at 6000 entries
+    t.check();
+    for (let id = 1; id <= 3000; id++) expect(t.get(id)).toBe(id);
+    for (let id = 3001; id <= 6000; id++) expect(ins(id, id)).toBe(true); // fills them without growing
+    expect(t.capacity).toBe(cells.length);
+    for (let id = 1; id <= 5990; id++) expect(t.remove(id)).toBe(id);
+    t.check();
+    expect(t.capacity).toBe(cells.length); // the owner shrinks it (it lays its columns out again)
+    expect(t.bytes).toBe(cells.byteLength);
+    ins(7, 7);
+    t.adopt(new Int32Array(IdTable.cellsFor(11)));
+    t.check();
+    expect(t.capacity).toBe(16);
+    for (const id of [7, 5991, 6000]) expect(t.get(id)).toBe(id);
+  });
+
   it('refuses a slot whose key column does not hold the id', () => {
     const { t, keys } = table();
     keys[5] = 41;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, COUNTER_BYTES, Counters, INLINE_MAX } from '../../workers/engine/counters.ts';
 import { COLUMN_BYTES_PER_SLOT, COLUMN_GROWTH, Engine, RESERVED, SHRINK_SLOTS_FACTOR } from '../../workers/engine/engine.ts';
 import { SLOT_BYTES } from '../../workers/engine/bodystore.ts';
-import { IDTABLE_GROWTH } from '../../workers/engine/idtable.ts';
+import { IDTABLE_GROWTH, IdTable } from '../../workers/engine/idtable.ts';
 
 describe('Counters (16 bits a job, big counts in a side map)', () => {
   it('keeps each counter in its field up to INLINE_MAX, and counts past it exactly, each counter of each slot on its own', () => {
@@ -91,6 +91,7 @@ describe('engine memory per slot', () => {
     expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(33); // 35 with a 4-byte tube id, 38 with a byte per counter, 42 with 4-byte TTR and delay, 50 with four link columns, 62 with 8-byte ids and times; 85 with 4-byte counters, an owner column and the log column
     expect(m.columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES)); // no fileSeq column in memory mode
     expect(m.idTableBytes).toBeLessThanOrEqual(Math.ceil((3000 / 0.75) * IDTABLE_GROWTH) * 4); // a cell is 4 bytes, load <= 0.75
+    expect(m.idTableBytes).toBe(IdTable.cellsFor(m.slots) * 4); // laid out with the columns, for the slots
     e.setFile(5, 3); // the first log segment number allocates the column
     expect(e.fileOf(5)).toBe(3);
     expect(e.fileOf(6)).toBe(0);

@@ -45,6 +45,7 @@ export const TOTALS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', 'curr
 const NIL = -1;
 const RES_FIELDS = 3, RES_CONN = 0, RES_PREV = 1, RES_NEXT = 2;
 const EMPTY = new Uint8Array(0);
+const NO_CELLS = new Int32Array(0);
 /** A drained engine lays its columns out again at their first size if they grew past this many times it. */
 export const SHRINK_SLOTS_FACTOR = 4;
 /** Full columns grow by this factor: up to a third of the slots stand empty after a grow, where
@@ -1153,10 +1154,12 @@ export class Engine {
   }
 
   // Columns grow by COLUMN_GROWTH: one new block holds every column (4-byte ones first, for
-  // alignment); COLUMN_BYTES_PER_SLOT sums them. The old block's memory is given back at once.
+  // alignment) and the id table's cells, sized for the slots (IdTable.cellsFor);
+  // COLUMN_BYTES_PER_SLOT sums the columns. The old block's memory is given back at once.
   private grow(cap: number): void {
     const old = this.cap > 0 ? (this.ids.cells.buffer as ArrayBuffer) : null;
-    const b = new ColumnBlock(cap * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES));
+    const cells = IdTable.cellsFor(cap);
+    const b = new ColumnBlock(cap * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES) + cells * 4);
     this.ids.adopt(b.i32(this.ids.cells, cap));
     this.deadline.adopt(b.i32(this.deadline.cells, cap));
     this.created.adopt(b.i32(this.created.cells, cap));
@@ -1165,6 +1168,8 @@ export class Engine {
     this.pri = b.u32(this.pri, cap);
     this.pos = b.i32(this.pos, cap);
     this.link = b.i32(this.link, cap);
+    this.index.bind(this.ids); // the table rehashes by the ids in the new block
+    this.index.adopt(b.i32(NO_CELLS, cells));
     this.bodies.growSlots(cap, b); // 4-byte columns, so before the 2- and 1-byte ones
     this.tube.adopt(b.u16(this.tube.cells, cap));
     this.ttr.adopt(b.u16(this.ttr.cells, cap));
@@ -1172,7 +1177,6 @@ export class Engine {
     this.counts.adopt(b.u16(this.counts.column, cap));
     this.jobState = b.u8(this.jobState, cap);
     if (this.fileSeq.length > 0) this.fileSeq = growI32(this.fileSeq, cap);
-    this.index.bind(this.ids);
     this.cap = cap;
     if (old !== null) release(old);
   }

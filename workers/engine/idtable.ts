@@ -9,6 +9,12 @@
 // Contract with the owner: keys[slot] holds the id before insert(id, slot) and keeps it until
 // remove(id) returned; when the owner replaces its column (it grows), it calls bind() again. The
 // column is a Float64Array (workq's store) or an OffsetColumn (the beanstalk engine's 4-byte ids).
+//
+// The cells are the table's own (it grows and shrinks them with its size: workq's store), or laid
+// out by the owner beside its columns (adopt(): the beanstalk engine, which sizes them for its
+// slots with cellsFor). An owner's cells come and go with its column block, so a grown table's old
+// cells are not a block of their own left in the C heap: freed there, a few MB below the
+// allocator's mmap threshold stay in the heap, RSS the allocator keeps (at 1M jobs, ~9 B a job).
 
 import type { OffsetColumn } from './columns.ts';
 
@@ -33,6 +39,7 @@ export class IdTable {
   private col: OffsetColumn | null = null; // when bound to an OffsetColumn (keys unused)
   private cap: number; // cells.length
   private readonly minCapacity: number; // never shrink below the size asked for up front
+  private adopted = false; // the owner lays the cells out (adopt): no shrinking here
 
   constructor(capacity = MIN_CAPACITY) {
     let cap = MIN_CAPACITY;
@@ -56,6 +63,24 @@ export class IdTable {
   private key(slot: number): number {
     const col = this.col;
     return col === null ? this.keys[slot] : col.get(slot);
+  }
+
+  /** Cells that hold `entries` ids within the load limit (what an owner that lays the cells out
+   *  gives adopt() for its slots). */
+  static cellsFor(entries: number): number {
+    return Math.max(MIN_CAPACITY, Math.ceil(entries / MAX_LOAD));
+  }
+
+  /**
+   * Moves the entries into `cells` (all zero, from the owner's column block; at least
+   * cellsFor(size + 1) of them), which the table uses from now on. From then on it no longer
+   * shrinks by itself: the owner gives it new cells when it lays its columns out again. (It still
+   * grows by itself past its load limit, so an owner that sized the cells short stays correct.)
+   */
+  adopt(cells: Int32Array): void {
+    if (cells.length < IdTable.cellsFor(this.size + 1)) throw new RangeError(`idtable: ${cells.length} cells for ${this.size} entries`);
+    this.adopted = true;
+    this.rehashInto(cells);
   }
 
   get capacity(): number {
@@ -128,7 +153,7 @@ export class IdTable {
     cells[i] = 0;
     this.size--;
     // Shrink after a burst; at 1/8 load, halving leaves it at 1/4 so it cannot thrash.
-    if (cells.length > this.minCapacity && this.size < cells.length >> 3) this.rehash(Math.max(this.minCapacity, cells.length >> 1));
+    if (!this.adopted && cells.length > this.minCapacity && this.size < cells.length >> 3) this.rehash(Math.max(this.minCapacity, cells.length >> 1));
     return slot;
   }
 
@@ -165,8 +190,12 @@ export class IdTable {
   }
 
   private rehash(capacity: number): void {
+    this.rehashInto(new Int32Array(capacity));
+  }
+
+  private rehashInto(cells: Int32Array): void {
     const old = this.cells;
-    const cells = new Int32Array(capacity);
+    const capacity = cells.length;
     this.cells = cells;
     this.cap = capacity;
     for (let i = 0; i < old.length; i++) {
