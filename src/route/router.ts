@@ -17,7 +17,7 @@ import { JobShardMap, type JobShardMapShared } from './jobmap.ts';
 import { Reserves } from './reserve.ts';
 import { type Mesh, NO_REPLY, type ReplyTarget, ShardPool } from './shards.ts';
 import { TubeRegistry } from './tubes.ts';
-import { TubeTable } from './tubetable.ts';
+import { TubeTable, type TubeTableShared } from './tubetable.ts';
 import { WorkqRouter } from './workq.ts';
 
 export interface RouterConfig {
@@ -45,7 +45,7 @@ export interface RouterConfig {
 export interface RouterShared {
   readonly ids: JobIdsShared;
   readonly jobMap: JobShardMapShared;
-  readonly tubes: SharedArrayBuffer;
+  readonly tubes: TubeTableShared;
 }
 
 /** A connection that holds reserved jobs, and whose reserves may wait in shards. */

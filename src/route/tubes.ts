@@ -7,7 +7,7 @@
 
 import type { FanAttempt, FanQueue } from './fanin.ts';
 import { Multiset } from '../shared/multiset.ts';
-import { TubeTable, type TubeCountField, type TubeCounts } from './tubetable.ts';
+import { TubeTable, type TubeCountField, type TubeCounts, type TubeTableShared } from './tubetable.ts';
 
 export { Multiset };
 export type { TubeCountField, TubeCounts };
@@ -90,7 +90,7 @@ export class TubeRegistry {
   }
 
   /** The table's memory, for another thread to attach to. */
-  get shared(): SharedArrayBuffer {
+  get shared(): TubeTableShared {
     return this.table.shared;
   }
 

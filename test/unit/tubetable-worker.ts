@@ -4,12 +4,12 @@
 // from one thread as it goes, then reports the references it still holds and every tube it freed.
 
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { TubeTable, type TubeCountField } from '../../src/route/tubetable.ts';
+import { TubeTable, type TubeCountField, type TubeTableShared } from '../../src/route/tubetable.ts';
 import { mulberry32u32 } from '../support/prng.ts';
 
 export interface TubeTableWorkerData {
   kind: 'tubetable-worker';
-  shared: SharedArrayBuffer;
+  shared: TubeTableShared;
   /** Int32 [0]: threads arrived (a start barrier, so they all run at once). */
   go: SharedArrayBuffer;
   threads: number;

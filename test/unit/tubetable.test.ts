@@ -6,7 +6,16 @@
 import { describe, expect, it } from 'vitest';
 import { shardOf } from '../../src/route/hash.ts';
 import { Multiset } from '../../src/shared/multiset.ts';
-import { TubeTable, TUBE_NAME_MAX_BYTES, type TubeCountField } from '../../src/route/tubetable.ts';
+import {
+  NAME_BLOCK_MAX_BYTES,
+  NAME_GRANULE_BYTES,
+  NAME_HEAP_BYTES_PER_TUBE,
+  NAME_HEAP_INITIAL_BYTES,
+  TubeTable,
+  TUBE_NAME_MAX_BYTES,
+  type TubeCountField,
+  type TubeTableShared,
+} from '../../src/route/tubetable.ts';
 import { mulberry32u32 } from '../support/prng.ts';
 
 const FIELDS: readonly TubeCountField[] = ['using', 'watching', 'jobs'];
@@ -92,7 +101,7 @@ interface Ref {
  * (which reuses an id right away, last freed first); with a lag, ids differ but names, order and
  * counts must not.
  */
-function runModel(seed: number, steps: number, names: number, shards: number, dropLag: number): void {
+function runModel(seed: number, steps: number, names: number, shards: number, dropLag: number, nameOf = (k: number) => `t${k}`): void {
   const rand = mulberry32u32(seed);
   const reg = new ModelRegistry(shards);
   const created: string[] = [];
@@ -119,7 +128,7 @@ function runModel(seed: number, steps: number, names: number, shards: number, dr
   for (let step = 0; step < steps; step++) {
     const op = rand() % 100;
     if (op < 52 || held.length === 0) {
-      const name = `t${rand() % names}`;
+      const name = nameOf(rand() % names);
       const field = FIELDS[rand() % 3]!;
       const t = reg.findOrMake(name);
       t[field]++;
@@ -190,6 +199,14 @@ describe('TubeTable against the model registry (one thread)', () => {
     });
     it(`seed ${seed}: same names, order and counts with drops lagging`, () => {
       runModel(seed, 3000, 24, 3, 5);
+    });
+  }
+
+  // Names of every block size, so freed blocks are reused by other names (and compacted).
+  const mixedName = (k: number) => `m${k}-${'x'.repeat((k * 37) % (TUBE_NAME_MAX_BYTES - 4))}`;
+  for (const seed of [3, 4]) {
+    it(`seed ${seed}: the same with names of 3..200 bytes (name blocks of every size reused)`, () => {
+      runModel(seed, 3000, 24, 3, seed === 3 ? 0 : 5, mixedName);
     });
   }
 
@@ -323,7 +340,7 @@ describe('TubeTable: names and size', () => {
     }
     expect(table.count).toBe(N);
     expect(table.capacity).toBe(65536);
-    expect(table.shared.byteLength).toBeGreaterThanOrEqual(65536 * 256);
+    expect(table.shared.table.byteLength).toBe(256 + 65536 * 64); // header + 64-byte records
     table.invariants();
     for (const i of [0, 1, 4095, 4096, 33333, N - 1]) {
       const name = `tube-${i}-${'x'.repeat(i % 150)}`;
@@ -366,31 +383,160 @@ describe('TubeTable: names and size', () => {
   });
 });
 
+describe('TubeTable: the name heap', () => {
+  it('keeps a name in whole 16-byte granules with a 4-byte header: "tube-12345" in 16 bytes, 200 bytes in 208', () => {
+    expect(NAME_GRANULE_BYTES).toBe(16);
+    expect(NAME_BLOCK_MAX_BYTES).toBe(208);
+    expect(NAME_HEAP_BYTES_PER_TUBE).toBe(NAME_BLOCK_MAX_BYTES);
+    const table = TubeTable.create({ shards: 1 });
+    expect(table.shared.names.byteLength).toBe(NAME_HEAP_INITIAL_BYTES);
+    expect(table.shared.names.maxByteLength).toBe((1 << 20) * NAME_HEAP_BYTES_PER_TUBE); // default maxTubes
+    expect(TubeTable.create({ shards: 1, maxTubes: 3 }).shared.names.maxByteLength).toBe(4 * NAME_HEAP_BYTES_PER_TUBE);
+    let used = 0;
+    for (const [len, block] of [[10, 16], [12, 16], [13, 32], [28, 32], [29, 48], [200, 208], [1, 16]] as const) {
+      table.acquire('n'.repeat(len - 1) + String(len % 10), 'using');
+      used += block;
+      expect(table.nameHeap.usedBytes, `a ${len}-byte name`).toBe(used);
+    }
+    table.invariants();
+  });
+
+  it('reuses a freed block for a new name of its size, and lowers the top when the last block goes', () => {
+    const table = TubeTable.create({ shards: 1 });
+    const a = table.acquire('a'.repeat(40), 'using'); // 48 bytes
+    const b = table.acquire('b'.repeat(10), 'using'); // 16
+    table.acquire('c'.repeat(40), 'using'); // 48
+    expect(table.nameHeap).toMatchObject({ usedBytes: 112, freeBytes: 0 });
+    expect(table.release(a, 'using')).toBe(true);
+    expect(table.nameHeap).toMatchObject({ usedBytes: 112, freeBytes: 48 });
+    // 'd...' takes a's block while a's slot is still dropping (its id is not reusable yet).
+    const d = table.acquire('d'.repeat(35), 'using');
+    expect(d).not.toBe(a);
+    expect(table.nameHeap).toMatchObject({ usedBytes: 112, freeBytes: 0 });
+    expect(table.name(d)).toBe('d'.repeat(35));
+    expect(table.name(a)).toBeUndefined();
+    table.dropped(a);
+    const e = table.acquire('e', 'using'); // reuses slot a, new block at the top
+    expect(e).toBe(a);
+    expect(table.nameHeap.usedBytes).toBe(128);
+    expect(table.release(e, 'using')).toBe(true); // the top block: the top comes down
+    expect(table.nameHeap).toMatchObject({ usedBytes: 112, freeBytes: 0 });
+    expect([b, d].map((id) => table.name(id))).toEqual(['b'.repeat(10), 'd'.repeat(35)]);
+    table.invariants();
+  });
+
+  it('mixed long and short names freed and made again under other names: every name read is its tube\'s', () => {
+    const rand = mulberry32u32(0x5eed);
+    const table = TubeTable.create({ shards: 4, initialTubes: 4 });
+    const live = new Map<number, string>(); // id -> name
+    const pending: number[] = [];
+    let serial = 0;
+    let liveBytes = 0;
+    let peakLiveBytes = 0;
+    for (let step = 0; step < 20_000; step++) {
+      if (live.size < 20 || (live.size < 300 && rand() % 2 === 0)) {
+        // Lengths drift with the step, so the sizes freed are not the sizes next wanted.
+        const len = 1 + ((rand() % 60) + Math.floor(step / 500) * 37) % TUBE_NAME_MAX_BYTES;
+        const name = `${serial++}-`.padEnd(len, String.fromCharCode(97 + (serial % 26))).slice(-len);
+        if (table.find(name) >= 0) continue;
+        const id = table.acquire(name, 'watching');
+        expect(table.created).toBe(true);
+        live.set(id, name);
+        liveBytes += Math.ceil((4 + len) / 16) * 16;
+        peakLiveBytes = Math.max(peakLiveBytes, liveBytes);
+      } else {
+        const ids = [...live.keys()];
+        const id = ids[rand() % ids.length]!;
+        const name = live.get(id)!;
+        expect(table.release(id, 'watching')).toBe(true);
+        live.delete(id);
+        liveBytes -= Math.ceil((4 + name.length) / 16) * 16;
+        pending.push(id);
+        if (pending.length > 3) table.dropped(pending.shift()!);
+      }
+      if (step % 7 === 0) {
+        for (const [id, name] of live) {
+          expect(table.name(id), `step ${step}: tube ${id}`).toBe(name);
+          expect(table.find(name)).toBe(id);
+        }
+        for (const id of pending) expect(table.name(id)).toBeUndefined();
+      }
+      if (step % 997 === 0) table.invariants();
+    }
+    table.invariants();
+    const heap = table.nameHeap;
+    expect(heap.compactions).toBeGreaterThan(0);
+    // The heap holds about what the live names needed at most: never more than twice (plus the
+    // block that asked) before a compaction, doubling when it grows.
+    expect(heap.sizeBytes).toBeLessThanOrEqual(Math.max(NAME_HEAP_INITIAL_BYTES, 4 * (peakLiveBytes + NAME_BLOCK_MAX_BYTES)));
+  });
+
+  it('at maxTubes, names of every size in turn never fill the heap (compaction makes room)', () => {
+    const maxTubes = 8;
+    const table = TubeTable.create({ shards: 1, maxTubes, initialTubes: 2 });
+    for (let size = 1; size <= NAME_BLOCK_MAX_BYTES / NAME_GRANULE_BYTES; size++) {
+      const len = Math.min(TUBE_NAME_MAX_BYTES, size * NAME_GRANULE_BYTES - 4);
+      // The first tube stays (so its block is not at the top when the others go).
+      const ids = Array.from({ length: size === 1 ? maxTubes : maxTubes - 1 }, (_, i) =>
+        table.acquire(`${size}.${i}.`.padEnd(len, 'z'), 'using'),
+      );
+      for (const [i, id] of ids.entries()) {
+        expect(table.name(id)).toBe(`${size}.${i}.`.padEnd(len, 'z'));
+        if (size === 1 && i === 0) continue;
+        expect(table.release(id, 'using')).toBe(true);
+        table.dropped(id);
+      }
+      table.invariants();
+    }
+    expect(table.shared.names.byteLength).toBeLessThanOrEqual(maxTubes * NAME_HEAP_BYTES_PER_TUBE);
+    expect(table.nameHeap.compactions).toBeGreaterThan(0);
+    // The tubes left (all but the first) with the longest names, then one too many.
+    for (let i = 1; i < maxTubes; i++) table.acquire(`last ${i}`.padEnd(TUBE_NAME_MAX_BYTES, '!'), 'using');
+    table.invariants();
+    expect(() => table.acquire('one too many', 'using')).toThrow(/TubeTable: full/); // the table's limit, not the heap's
+  });
+});
+
 describe('TubeTable: attach and invariants', () => {
   it('attach refuses memory that is not a table', () => {
-    expect(() => TubeTable.attach(new SharedArrayBuffer(256))).toThrow(TypeError);
-    expect(() => TubeTable.attach(new SharedArrayBuffer(256, { maxByteLength: 1024 }))).toThrow(TypeError);
+    const sab = (n: number) => new SharedArrayBuffer(n, { maxByteLength: n * 4 });
     const t = TubeTable.create({ shards: 3 });
+    const bad: unknown[] = [
+      new SharedArrayBuffer(256),
+      { table: new SharedArrayBuffer(256), names: t.shared.names },
+      { table: sab(256), names: sab(1024) }, // no magic
+      { table: t.shared.table }, // no name heap
+      { table: t.shared.table, names: new SharedArrayBuffer(1024) }, // not growable
+      { table: t.shared.table, names: TubeTable.create({ shards: 3, maxTubes: 16 }).shared.names }, // another table's
+    ];
+    for (const b of bad) expect(() => TubeTable.attach(b as TubeTableShared)).toThrow(TypeError);
     expect(TubeTable.attach(t.shared).shards).toBe(3);
   });
 
-  it('invariants() catches a damaged list, index, count or free stack', () => {
-    const damage: [string, (i32: Int32Array) => void][] = [
-      ['list entry', (i32) => (i32[32 + 1 * 64 + 12] = 0)], // list[1] = id 0: a duplicate
+  it('invariants() catches a damaged list, index, count, free stack or name heap', () => {
+    // Int32 offsets: header 64 ints, records 16 ints; the heap's blocks from byte 0 in make order.
+    const R = (id: number, field: number) => 64 + id * 16 + field;
+    const damage: [string, (i32: Int32Array, names: Uint8Array) => void][] = [
+      ['list entry', (i32) => (i32[R(1, 12)] = 0)], // list[1] = id 0: a duplicate
       ['bucket', (i32) => {
-        for (let b = 0; b < 64; b++) i32[32 + b * 64 + 13] = 0; // the index forgets everything
+        for (let b = 0; b < 64; b++) i32[R(b, 13)] = 0; // the index forgets everything
       }],
-      ['refs', (i32) => (i32[32 + 2 * 64 + 3] += 1)],
+      ['refs', (i32) => (i32[R(2, 3)] += 1)],
       ['count', (i32) => (i32[19] -= 1)],
-      ['state', (i32) => (i32[32 + 0 * 64 + 0] = 2)],
-      ['name', (i32) => (new Uint8Array(i32.buffer)[(32 + 1 * 64) * 4 + 56] = 'a'.charCodeAt(0))],
+      ['state', (i32) => (i32[R(0, 0)] = 2)],
+      ['name', (i32, names) => (names[i32[R(1, 14)]! + 4] = 'a'.charCodeAt(0))],
+      ['name block', (i32) => (i32[R(1, 14)] = i32[R(0, 14)]!)], // two tubes, one block
+      ['block header', (i32, names) => (names[i32[R(2, 14)]!] = 9)], // says tube 8
+      ['heap top', (i32) => (i32[25] += 16)],
+      ['free bytes', (i32) => (i32[26] += 16)],
+      ['free list', (i32) => (i32[32] = 0)], // d's freed block (one granule) is on no list
     ];
     for (const [what, hurt] of damage) {
       const table = TubeTable.create({ shards: 2 });
-      for (const n of ['a', 'b', 'c', 'd']) table.acquire(n, 'using');
+      for (const n of ['a', 'b', 'c', 'd', 'e']) table.acquire(n, 'using');
       expect(table.release(table.find('d'), 'using')).toBe(true);
       table.invariants();
-      hurt(new Int32Array(table.shared));
+      hurt(new Int32Array(table.shared.table), new Uint8Array(table.shared.names));
       expect(() => table.invariants(), what).toThrow(/TubeTable invariants/);
     }
   });
