@@ -3,19 +3,31 @@
 // main thread reads list(), names and invariants() under the same lock. Then: each live tube's
 // counts are the sum of what the threads hold, no name twice, list() is exactly the live tubes,
 // and no tube was freed twice or came back after its free (a reused slot got a new generation).
+// Meanwhile 2 more threads read names of random slots without the lock, while slots and name
+// blocks are reused under other names and the name heap is compacted: every name they read for
+// (slot, generation) must be the name that tube was made with.
 
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
 import { TubeTable } from '../../src/route/tubetable.ts';
 import { mulberry32u32 } from '../support/prng.ts';
-import { sharedName, type HeldTube, type TubeTableWorkerData, type TubeTableWorkerResult } from './tubetable-worker.ts';
+import {
+  sharedName,
+  type HeldTube,
+  type TubeTableReaderData,
+  type TubeTableReaderResult,
+  type TubeTableWorkerData,
+  type TubeTableWorkerResult,
+} from './tubetable-worker.ts';
 
 const THREADS = 4;
+const READERS = 2;
 
 async function hammer(seed: number, ops: number, sharedNames: number, ownNames: number) {
   const table = TubeTable.create({ shards: 3, initialTubes: 4 }); // grows while the threads run
   const defaultId = table.acquire('default', 'pinned');
-  const go = new SharedArrayBuffer(4);
+  const made = new Map<string, string>([[`${defaultId}:${table.gen(defaultId)}`, 'default']]); // `${id}:${gen}` -> name
+  const go = new SharedArrayBuffer(8);
   const workers: Worker[] = [];
   const results: Promise<TubeTableWorkerResult>[] = [];
   for (let index = 0; index < THREADS; index++) {
@@ -23,7 +35,7 @@ async function hammer(seed: number, ops: number, sharedNames: number, ownNames: 
       kind: 'tubetable-worker',
       shared: table.shared,
       go,
-      threads: THREADS,
+      threads: THREADS + READERS,
       index,
       seed: seed * 1000 + index,
       ops,
@@ -37,6 +49,19 @@ async function hammer(seed: number, ops: number, sharedNames: number, ownNames: 
         worker.once('message', resolve);
         worker.once('error', reject);
         worker.once('exit', (code) => reject(new Error(`tubetable worker exited with code ${code} before reporting`)));
+      }),
+    );
+  }
+  const readers: Promise<TubeTableReaderResult>[] = [];
+  for (let index = 0; index < READERS; index++) {
+    const data: TubeTableReaderData = { kind: 'tubetable-reader', shared: table.shared, go, threads: THREADS + READERS, seed: seed * 1000 + 500 + index };
+    const worker = new Worker(new URL('./tubetable-worker.ts', import.meta.url), { workerData: data });
+    workers.push(worker);
+    readers.push(
+      new Promise<TubeTableReaderResult>((resolve, reject) => {
+        worker.once('message', resolve);
+        worker.once('error', reject);
+        worker.once('exit', (code) => reject(new Error(`tubetable reader exited with code ${code} before reporting`)));
       }),
     );
   }
@@ -55,6 +80,7 @@ async function hammer(seed: number, ops: number, sharedNames: number, ownNames: 
         if (mainHeld.length < 3 || (mainHeld.length < 8 && rand() % 2 === 0)) {
           const name = sharedName(rand() % sharedNames);
           const id = table.acquire(name, 'watching');
+          if (table.created) made.set(`${id}:${table.gen(id)}`, name);
           mainHeld.push({ name, id, gen: table.gen(id), using: 0, watching: 1, jobs: 0, pinned: 0 });
         } else {
           const [h] = mainHeld.splice(rand() % mainHeld.length, 1);
@@ -68,7 +94,10 @@ async function hammer(seed: number, ops: number, sharedNames: number, ownNames: 
       mainChecks++;
       await new Promise((resolve) => setImmediate(resolve));
     }
-    return { table, defaultId, results: await all, mainHeld, mainChecks, mainOps };
+    const results_ = await all;
+    Atomics.store(new Int32Array(go), 1, 1); // readers: stop
+    for (const r of results_) for (const [key, name] of r.made) made.set(key, name);
+    return { table, defaultId, results: results_, mainHeld, mainChecks, mainOps, reads: await Promise.all(readers), made };
   } finally {
     await Promise.all(workers.map((w) => w.terminate()));
   }
@@ -77,7 +106,7 @@ async function hammer(seed: number, ops: number, sharedNames: number, ownNames: 
 describe('TubeTable across threads', () => {
   for (const seed of [1, 2]) {
     it(`seed ${seed}: ${THREADS} threads acquire and release shared and own tubes; counts, list and generations hold`, async () => {
-      const { table, defaultId, results, mainHeld, mainChecks, mainOps } = await hammer(seed, 60_000, 8, 40);
+      const { table, defaultId, results, mainHeld, mainChecks, mainOps, reads, made } = await hammer(seed, 60_000, 8, 40);
       expect(mainChecks).toBeGreaterThan(0);
       expect(mainOps).toBeGreaterThan(0);
       expect(results.reduce((a, r) => a + r.staleReads, 0)).toBeGreaterThan(0);
@@ -123,6 +152,25 @@ describe('TubeTable across threads', () => {
       expect(results.reduce((a, r) => a + r.sharedFreed, 0)).toBeGreaterThan(100);
       expect(results.reduce((a, r) => a + r.reuses, 0)).toBeGreaterThan(100);
       expect(table.capacity).toBeGreaterThan(4);
+
+      // Every name read without the lock is the one its tube (slot, generation) was made with.
+      let named = 0;
+      for (const r of reads) {
+        expect(r.reads).toBeGreaterThan(1000);
+        for (const [key, name] of r.named) {
+          if (made.get(key) !== name) expect.fail(`reader read tube ${key} as ${name}; it was made as ${made.get(key)}`);
+          named++;
+        }
+        for (const [id, before, after, name] of r.spanned) {
+          const gens = Array.from({ length: after - before + 1 }, (_, k) => before + k);
+          if (!gens.some((g) => made.get(`${id}:${g}`) === name)) {
+            expect.fail(`reader read slot ${id} (generations ${before}..${after}) as ${name}, none of its tubes`);
+          }
+        }
+      }
+      expect(named).toBeGreaterThan(1000);
+      // The names were moved, and blocks reused under other names, while they read.
+      expect(table.nameHeap.compactions).toBeGreaterThan(0);
 
       // Everything the threads hold, released here, frees every tube but the pinned default.
       for (const s of sums.values()) {

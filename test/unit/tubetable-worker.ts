@@ -1,7 +1,10 @@
 // The worker side of tubetable-threads.test.ts: run as a worker (workerData.kind ===
 // 'tubetable-worker') it attaches the shared TubeTable and hammers acquire / retain / release /
 // dropped on a few names every thread uses and on names of its own, checking what it can see
-// from one thread as it goes, then reports the references it still holds and every tube it freed.
+// from one thread as it goes, then reports the references it still holds, every tube it freed
+// and the name of every tube it made. As a reader (kind 'tubetable-reader') it reads names of
+// random slots without the lock until told to stop, and reports which name it read for which
+// (slot, generation): the test checks each against the name that tube was made with.
 
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { TubeTable, type TubeCountField, type TubeTableShared } from '../../src/route/tubetable.ts';
@@ -10,7 +13,7 @@ import { mulberry32u32 } from '../support/prng.ts';
 export interface TubeTableWorkerData {
   kind: 'tubetable-worker';
   shared: TubeTableShared;
-  /** Int32 [0]: threads arrived (a start barrier, so they all run at once). */
+  /** Int32 [0]: threads arrived (a start barrier, so they all run at once); [1]: readers, stop. */
   go: SharedArrayBuffer;
   threads: number;
   index: number;
@@ -39,6 +42,24 @@ export interface TubeTableWorkerResult {
   sharedFreed: number;
   reuses: number;
   staleReads: number;
+  /** [`${id}:${gen}`, name] of every tube this thread made. */
+  made: [string, string][];
+}
+
+export interface TubeTableReaderData {
+  kind: 'tubetable-reader';
+  shared: TubeTableShared;
+  go: SharedArrayBuffer;
+  threads: number;
+  seed: number;
+}
+
+export interface TubeTableReaderResult {
+  reads: number;
+  /** [`${id}:${gen}`, name]: name(id) read between two gen(id) loads that both gave gen. */
+  named: [string, string][];
+  /** [id, gen before, gen after, name]: the same where the generation moved meanwhile. */
+  spanned: [number, number, number, string][];
 }
 
 const FIELDS: readonly TubeCountField[] = ['using', 'watching', 'jobs', 'using', 'watching', 'jobs', 'pinned'];
@@ -47,16 +68,21 @@ export function sharedName(i: number): string {
   return `shared-${i}`;
 }
 
-export function ownName(thread: number, i: number): string {
-  return `own-${thread}-${i}-${'o'.repeat((i * 13) % 180)}`;
+/**
+ * A thread's own name i in `epoch`: 14..200 bytes, its length moving with the epoch, so blocks
+ * freed in one epoch are mostly of sizes the next does not ask for (name heap compactions).
+ */
+export function ownName(thread: number, i: number, epoch: number): string {
+  return `own-${thread}-${i}-${'o'.repeat((i * 13 + epoch * 29) % 180)}`;
 }
 
 /** Whether `name` is whole: 'default', a shared name or some thread's own name. */
 export function isKnownName(name: string): boolean {
-  if (name === 'default' || /^shared-\d+$/.test(name)) return true;
-  const m = /^own-(\d+)-(\d+)-(o*)$/.exec(name);
-  return m !== null && ownName(Number(m[1]), Number(m[2])) === name;
+  return name === 'default' || /^shared-\d+$/.test(name) || /^own-\d+-\d+-o*$/.test(name);
 }
+
+/** Own names move to other lengths every this many operations. */
+const OPS_PER_EPOCH = 3000;
 
 function run(data: TubeTableWorkerData): TubeTableWorkerResult {
   const table = TubeTable.attach(data.shared);
@@ -76,6 +102,7 @@ function run(data: TubeTableWorkerData): TubeTableWorkerResult {
   let sharedFreed = 0;
   let reuses = 0;
   let staleReads = 0;
+  const made: [string, string][] = [];
 
   const go = new Int32Array(data.go);
   Atomics.add(go, 0, 1);
@@ -91,7 +118,9 @@ function run(data: TubeTableWorkerData): TubeTableWorkerResult {
     const r = refs.length === 0 ? 0 : refs.length > 5 ? 60 : rand() % 100;
     if (r < 50) {
       const isShared = rand() % 2 === 0;
-      const name = isShared ? sharedName(rand() % data.sharedNames) : ownName(data.index, rand() % data.ownNames);
+      const name = isShared
+        ? sharedName(rand() % data.sharedNames)
+        : ownName(data.index, rand() % data.ownNames, Math.floor(op / OPS_PER_EPOCH));
       const field = FIELDS[rand() % FIELDS.length]!;
       const id = table.acquire(name, field);
       const wasCreated = table.created;
@@ -115,6 +144,7 @@ function run(data: TubeTableWorkerData): TubeTableWorkerResult {
       }
       lastGen.set(id, gen);
       if (wasCreated) {
+        made.push([`${id}:${gen}`, name]);
         created++;
         if (isShared) sharedCreated++;
       }
@@ -175,9 +205,39 @@ function run(data: TubeTableWorkerData): TubeTableWorkerResult {
     }
   }
   for (const { id } of pending) table.dropped(id);
-  return { held: [...held.values()], freed, created, sharedCreated, sharedFreed, reuses, staleReads };
+  return { held: [...held.values()], freed, created, sharedCreated, sharedFreed, reuses, staleReads, made };
 }
 
-if (!isMainThread && (workerData as { kind?: unknown } | null)?.kind === 'tubetable-worker') {
-  parentPort!.postMessage(run(workerData as TubeTableWorkerData));
+function read(data: TubeTableReaderData): TubeTableReaderResult {
+  const table = TubeTable.attach(data.shared);
+  const rand = mulberry32u32(data.seed);
+  const go = new Int32Array(data.go);
+  Atomics.add(go, 0, 1);
+  while (Atomics.load(go, 0) < data.threads) Atomics.wait(go, 0, Atomics.load(go, 0), 1);
+  const named = new Map<string, string>();
+  const spanned: [number, number, number, string][] = [];
+  let reads = 0;
+  while (Atomics.load(go, 1) === 0) {
+    const hwm = table.highWater;
+    if (hwm === 0) continue;
+    const id = rand() % hwm;
+    const before = table.gen(id);
+    const name = table.name(id);
+    const after = table.gen(id);
+    reads++;
+    if (name === undefined) continue;
+    if (before === after) {
+      const key = `${id}:${before}`;
+      const seen = named.get(key);
+      if (seen !== undefined && seen !== name) throw new Error(`reader: tube ${key} read as ${seen}, then as ${name}`);
+      named.set(key, name);
+    } else if (spanned.length < 10_000) {
+      spanned.push([id, before, after, name]);
+    }
+  }
+  return { reads, named: [...named], spanned };
 }
+
+const kind = isMainThread ? undefined : (workerData as { kind?: unknown } | null)?.kind;
+if (kind === 'tubetable-worker') parentPort!.postMessage(run(workerData as TubeTableWorkerData));
+if (kind === 'tubetable-reader') parentPort!.postMessage(read(workerData as TubeTableReaderData));
