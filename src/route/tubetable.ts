@@ -34,6 +34,11 @@
 // Views are length-tracking, so a thread that attached earlier sees grown buffers without
 // re-attaching; `shared` holds both buffers (TubeTable.attach(shared) on another thread).
 //
+// Slot states: FREE (never used, or reusable) -> LIVE (findable, in the list) -> DROPPING (freed:
+// neither findable nor reusable until dropped(id) says its shard processed the drop) -> FREE.
+// The generation is bumped each time a slot becomes LIVE (the first tube in a slot has gen 1), so
+// a request naming (id, gen) can tell a stale id: isLive(id, gen).
+//
 // ---- Concurrency --------------------------------------------------------------------------------
 //
 // One spin lock (Atomics.compareExchange on a header word; the main thread may not Atomics.wait,

@@ -1,7 +1,8 @@
 // TubeTable on one thread: the same seeded acquire/release sequence against a model registry
 // kept in plain objects (the TubeRegistry that ran before the table: ids, list-tubes order,
 // shards, counts, who creates and who frees), generations and two-phase id reuse, 200-byte names,
-// 50,000 tubes, and invariants() catching damage.
+// 50,000 tubes, the name heap (block sizes, reuse under other names, compaction, its limit), and
+// invariants() catching damage.
 
 import { describe, expect, it } from 'vitest';
 import { shardOf } from '../../src/route/hash.ts';
