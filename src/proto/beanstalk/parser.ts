@@ -281,6 +281,15 @@ export class Parser extends StreamParser {
       this.numEnd = -1;
       return true;
     }
+    if (p - start <= 9) {
+      // Below 10^9, so below 2^31 either way: the low 32 bits need no BigInt (a string and a
+      // BigInt per reserve-with-timeout were on the profile of a client with one command in flight).
+      let v = 0;
+      for (let i = start; i < p; i++) v = v * 10 + (buf[i] - 48);
+      this.num = !neg || v === 0 ? v : unsigned ? 4294967296 - v : -v;
+      this.numEnd = p;
+      return true;
+    }
     const d = sigDigits(buf, start, p);
     if (unsigned) {
       if (digitsGreater(d, U64_MAX_DIGITS)) return false;
