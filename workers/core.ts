@@ -314,7 +314,7 @@ export class ShardCore {
       this.readyMark[tube] = 0;
       this.out.header(E_READY, 0, 0, tube, 0, 0, 0);
     }
-    this.readyList.length = 0;
+    if (this.readyList.length !== 0) this.readyList.length = 0; // (a runtime call even when empty: every batch)
     this.commitLog(now);
     return next;
   }
@@ -376,7 +376,7 @@ export class ShardCore {
       let n = waits.takePoked();
       const tubes = waits.pokedTubes;
       const announce = this.announce;
-      announce.length = 0;
+      if (announce.length !== 0) announce.length = 0;
       for (let i = 0; i < n; i++) if (waits.interestOn(tubes[i]) > 0) announce.push(tubes[i]);
       for (;;) {
         let k = 0;
@@ -414,7 +414,7 @@ export class ShardCore {
       if (!w.parked) continue;
       this.endWait(w, w.soonAt <= now ? END_DEADLINE_SOON : END_TIMED_OUT, now);
     }
-    ended.length = 0;
+    if (ended.length !== 0) ended.length = 0;
     if (this.waits.anyPoked) this.serve(now);
     return this.waits.nextEnd;
   }
