@@ -3,7 +3,8 @@
 // it: bin/shardstalk.js), each alone on the machine, a fresh server per point, RSS read from
 // /proc/PID/status (VmRSS). The points are those of issue #15:
 //   idle          RSS of a server that has served nothing
-//   connections   5,000 connections opened and left idle: RSS growth per connection
+//   connections   5,000 connections opened and left idle: RSS growth per connection, from idle and
+//                 from a warmed server (1,000 opened and closed first, RSS read, then the 5,000)
 //   drain         200,000 1 KiB jobs put, then every one deleted: RSS at the peak and after
 //   churn         20,000 connect / put / close cycles: RSS after
 //   tubes         50,000 tubes, a job put in each, then deleted (the tubes go): RSS after
@@ -25,6 +26,7 @@ const POINTS = ['idle', 'connections', 'drain', 'churn', 'tubes', 'jobs'] as con
 type PointName = (typeof POINTS)[number];
 
 const CONNECTIONS = 5000;
+const WARM_CONNECTIONS = 1000;
 const DRAIN_JOBS = 200_000;
 const DRAIN_BODY = 1024;
 const CHURN = 20_000;
@@ -164,6 +166,7 @@ interface Result {
   peakKiB?: number;
   afterKiB?: number;
   perConnBytes?: number;
+  perConnWarmBytes?: number;
   perJobBytes?: number;
   warmKiB?: number;
   perJobWarmBytes?: number;
@@ -176,6 +179,16 @@ async function runPoint(server: RunningServer, point: PointName, round: number):
   const r: Result = { server: server.spec.name, round, point, idleKiB };
   if (point === 'idle') return r;
   if (point === 'connections') {
+    // First WARM_CONNECTIONS open and close: what the first connections cost once (the accept
+    // path's compiled code) is then paid, and the figure per connection is what each one holds.
+    const warm: net.Socket[] = [];
+    for (let i = 0; i < WARM_CONNECTIONS; i++) {
+      const s = net.connect(server.port, '127.0.0.1');
+      await new Promise((res, rej) => s.once('connect', res).once('error', rej));
+      warm.push(s);
+    }
+    for (const s of warm) s.destroy();
+    r.warmKiB = await settledRss(pid);
     const socks: net.Socket[] = [];
     for (let i = 0; i < CONNECTIONS; i++) {
       const s = net.connect(server.port, '127.0.0.1');
@@ -184,6 +197,7 @@ async function runPoint(server: RunningServer, point: PointName, round: number):
     }
     r.peakKiB = await settledRss(pid);
     r.perConnBytes = Math.round(((r.peakKiB - idleKiB) * 1024) / CONNECTIONS);
+    r.perConnWarmBytes = Math.round(((r.peakKiB - r.warmKiB) * 1024) / CONNECTIONS);
     for (const s of socks) s.destroy();
     r.afterKiB = await settledRss(pid);
     return r;
@@ -273,7 +287,10 @@ const names = specs.map((s) => s.name);
 const rows: string[] = [`| what | ${names.join(' | ')} |`, `|---|${names.map(() => '---:').join('|')}|`];
 const row = (label: string, cell: (n: string) => string) => rows.push(`| ${label} | ${names.map(cell).join(' | ')} |`);
 if (points.includes('idle')) row('idle server', (n) => mib(pick(n, 'idle', (r) => r.idleKiB)));
-if (points.includes('connections')) row(`per idle connection (${CONNECTIONS.toLocaleString('en')} open)`, (n) => `${pick(n, 'connections', (r) => r.perConnBytes)} B`);
+if (points.includes('connections')) {
+  row(`per idle connection (${CONNECTIONS.toLocaleString('en')} open): growth from idle / ${CONNECTIONS.toLocaleString('en')}`, (n) => `${pick(n, 'connections', (r) => r.perConnBytes)} B`);
+  row(`the same, from a warmed server (${WARM_CONNECTIONS.toLocaleString('en')} opened and closed first)`, (n) => `${pick(n, 'connections', (r) => r.perConnWarmBytes)} B`);
+}
 if (points.includes('connections')) row('… after they close', (n) => mib(pick(n, 'connections', (r) => r.afterKiB)));
 if (points.includes('drain')) row(`${DRAIN_JOBS.toLocaleString('en')} 1 KiB jobs: idle → peak → after all deleted`, (n) => `${mib(pick(n, 'drain', (r) => r.idleKiB))} → ${mib(pick(n, 'drain', (r) => r.peakKiB))} → ${mib(pick(n, 'drain', (r) => r.afterKiB))}`);
 if (points.includes('churn')) row(`${CHURN.toLocaleString('en')} connect / put / close: idle → after`, (n) => `${mib(pick(n, 'churn', (r) => r.idleKiB))} → ${mib(pick(n, 'churn', (r) => r.afterKiB))}`);
