@@ -71,6 +71,10 @@ const ACC_KEEP_MAX = 16 * 1024;
 const ACC_MIN = 256;
 const EMPTY = Buffer.alloc(0);
 /** What an idle connection holds instead of an empty array of its own (frozen: a push throws). */
+/** The reply ring of a connection with at most one command in flight: none (see Connection.slots). */
+const NO_SLOTS: (Buffer | undefined)[] = Object.freeze([]) as unknown as (Buffer | undefined)[];
+/** The reply ring's first size. */
+const SLOTS_FIRST = 4;
 const NO_BUFFERS: Buffer[] = Object.freeze([]) as unknown as Buffer[];
 
 const INSERTED_ = Buffer.from('INSERTED ', 'latin1');
@@ -130,9 +134,10 @@ export abstract class Connection {
   protected abstract readonly parser: StreamParser;
   private readonly scheduler: ConnectionHost;
 
-  // Replies in command order: slot seq lives at seq % slots.length (grows by doubling; small
-  // while idle: most connections have one command in flight).
-  private slots: (Buffer | undefined)[] = new Array(4);
+  // Replies in command order: slot seq lives at seq % slots.length. Made once two commands are in
+  // flight (with one, its reply is the head and goes straight out), then grown by doubling: an
+  // idle connection, and one that sends a command and waits, holds none (80 bytes a connection).
+  private slots: (Buffer | undefined)[] = NO_SLOTS;
   protected slotHead = 0; // seq of the oldest reply not yet sent
   protected slotNext = 0; // seq of the next command
   private out: Buffer[] = NO_BUFFERS; // sealed output of this turn, in order, before acc (an array once needed)
@@ -205,11 +210,12 @@ export abstract class Connection {
 
   protected nextSeq(): number {
     const seq = this.slotNext++;
-    if (this.slotNext - this.slotHead > this.slots.length) {
+    const pending = this.slotNext - this.slotHead;
+    if (pending > this.slots.length && pending > 1) {
       // Grow the ring, keeping each pending slot at seq % length.
       const old = this.slots;
-      const next: (Buffer | undefined)[] = new Array(old.length * 2);
-      for (let s = this.slotHead; s < seq; s++) next[s % next.length] = old[s % old.length];
+      const next: (Buffer | undefined)[] = new Array(Math.max(SLOTS_FIRST, old.length * 2));
+      if (old.length > 0) for (let s = this.slotHead; s < seq; s++) next[s % next.length] = old[s % old.length];
       this.slots = next;
     }
     if (this.slotNext - this.slotHead >= PENDING_REPLIES_MAX) this.block(B_PENDING);
@@ -262,9 +268,10 @@ export abstract class Connection {
   private advance(): void {
     this.slotHead++;
     for (;;) {
+      if (this.slotHead === this.slotNext) break; // (else two or more were in flight: slots exist)
       const i = this.slotHead % this.slots.length;
       const r = this.slots[i];
-      if (this.slotHead === this.slotNext || r === undefined) break;
+      if (r === undefined) break;
       this.slots[i] = undefined;
       this.emit(r);
       this.slotHead++;
