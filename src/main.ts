@@ -139,7 +139,7 @@ const server = await startServer({
 // The process's own memory policy, not the library's (startServer may run inside a test or
 // another program): after a burst, a quiet main thread gives back what V8 kept. The shard and
 // connection threads do the same for their own heaps (src/shared/reclaim.ts).
-startReclaimTimer((r) => log.debug(r, 'memory given back'), () => server.beanstalk.commandsRead());
+startReclaimTimer((r) => log.debug(r, 'memory given back'), () => server.beanstalk.workDone());
 
 process.on('SIGUSR1', () => server.drain());
 let stopping = false;

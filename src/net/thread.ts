@@ -33,7 +33,7 @@ const beanstalk = new BeanstalkServer(router, ServerCounters.attach(d.counters, 
 const open = openBeanstalk(beanstalk);
 const sockets = new Set<net.Socket>();
 const raws = new RawConnections(log);
-const stopReclaim = startReclaimTimer((r) => log.debug(r, 'memory given back'), () => beanstalk.commandsRead());
+const stopReclaim = startReclaimTimer((r) => log.debug(r, 'memory given back'), () => beanstalk.workDone());
 
 port.on('message', (m: { socket?: net.Socket } | 'close') => {
   if (m === 'close') {

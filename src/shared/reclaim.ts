@@ -28,7 +28,8 @@ export const RECLAIM_QUIET_UTILIZATION = 0.1;
 /** A thread whose event loop was busy at least this share of a check's window had a burst. */
 export const RECLAIM_BUSY_UTILIZATION = 0.3;
 /**
- * So had a thread that did this many units of work (commands read) in one check's window: 50,000
+ * So had a thread that did this many units of work (commands read, connections opened) in one
+ * check's window: 50,000
  * pipelined deletes take a tenth of a second, too little for the utilisation to show, and free
  * what a collection has yet to find (measured: 50,000 tubes emptied, +75 MiB kept without this).
  * A steady light load stays below it.
@@ -141,8 +142,8 @@ export function isBurst(utilization: number, work: number): boolean {
 /**
  * For a thread with an event loop: looks every RECLAIM_CHECK_MS (the timer does not keep the
  * process alive) and reclaims when the loop was quiet since the last look. `work` counts what the
- * thread did (commands read), for bursts too light on the loop to show; `onReclaimed` hears of
- * each reclaim (for the log). Returns a function that stops it.
+ * thread did (commands read, connections opened), for bursts too light on the loop to show;
+ * `onReclaimed` hears of each reclaim (for the log). Returns a function that stops it.
  */
 export function startReclaimTimer(onReclaimed?: (r: Reclaimed) => void, work?: () => number): () => void {
   let last = performance.eventLoopUtilization();

@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startServer } from '../../src/server.ts';
 import { waitUntil } from '../support/harness.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/shardstalk.js', import.meta.url));
@@ -108,4 +109,27 @@ describe('the start', () => {
     await waitUntil('optimized once there is work', () => count(trace, 'compiling method') > 0, () => trace.slice(-2000), 15_000, 50);
     socket.destroy();
   }, 40_000);
+});
+
+// What counts as a burst (RECLAIM_BUSY_WORK): commands read and connections opened. Thousands of
+// connections that send nothing barely show on the event loop, yet leave garbage and heap growth.
+describe('the work the reclaim counts', () => {
+  it('counts the connections a thread opens as well as the commands it reads', async () => {
+    const s = await startServer({ port: 0, shards: 1, logLevel: 'silent', workq: null });
+    try {
+      const before = s.beanstalk.workDone();
+      const socks = await Promise.all(Array.from({ length: 20 }, () => new Promise<net.Socket>((resolve, reject) => {
+        const c = net.connect(s.port, '127.0.0.1', () => resolve(c));
+        c.on('error', reject);
+      })));
+      await waitUntil('20 connections counted', () => s.beanstalk.connections === 20);
+      expect(s.beanstalk.workDone() - before).toBe(20); // they sent nothing
+      const { socket } = await exchange(s.port, 'list-tubes\r\n', 1);
+      expect(s.beanstalk.workDone() - before).toBe(22); // one more connection, one command
+      socket.destroy();
+      for (const c of socks) c.destroy();
+    } finally {
+      await s.close();
+    }
+  });
 });
