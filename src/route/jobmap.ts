@@ -130,7 +130,34 @@ const pause: () => void =
 
 const NO_VIEW = new Uint8Array(0);
 
-export class JobShardMap {
+/** Job id -> shard, as the router uses it: a JobShardMap, or with one shard OneShard. */
+export interface JobRouting {
+  /** The shard of job `id`, or -1 if it is certainly not a job (see JobShardMap.get). */
+  get(id: number): number;
+  set(id: number, shard: number): void;
+  delete(id: number): void;
+  /** What another thread attaches to (null: nothing to share). */
+  readonly shared: JobShardMapShared | null;
+}
+
+/**
+ * With one shard every job is on shard 0, so nothing is kept per job (JobShardMap costs a byte a
+ * job, and two atomic updates per put and delete). Any valid id goes to shard 0, which answers
+ * NOT_FOUND for one it does not hold, as the map's -1 would have been answered.
+ */
+export class OneShard implements JobRouting {
+  readonly shared = null;
+
+  get(id: number): number {
+    return id > 0 && Number.isSafeInteger(id) ? 0 : -1;
+  }
+
+  set(_id: number, _shard: number): void {}
+
+  delete(_id: number): void {}
+}
+
+export class JobShardMap implements JobRouting {
   /** The shared state, for JobShardMap.attach() on another thread. */
   readonly shared: JobShardMapShared;
   private readonly ctl: Int32Array;

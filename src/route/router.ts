@@ -13,7 +13,7 @@ import {
   replyKind, tubesAt, tubesCount,
 } from '../shared/records.ts';
 import { JobIds, type JobIdsShared } from '../shared/jobids.ts';
-import { JobShardMap, type JobShardMapShared } from './jobmap.ts';
+import { JobShardMap, OneShard, type JobRouting, type JobShardMapShared } from './jobmap.ts';
 import { Reserves } from './reserve.ts';
 import { type Mesh, NO_REPLY, type ReplyTarget, ShardPool } from './shards.ts';
 import { TubeRegistry } from './tubes.ts';
@@ -44,7 +44,7 @@ export interface RouterConfig {
 /** The routing state every thread of a server shares, all in SharedArrayBuffers (for workerData). */
 export interface RouterShared {
   readonly ids: JobIdsShared;
-  readonly jobMap: JobShardMapShared;
+  readonly jobMap: JobShardMapShared | null; // null with one shard (OneShard)
   readonly tubes: TubeTableShared;
 }
 
@@ -72,7 +72,7 @@ export class Router {
   readonly config: RouterConfig;
   readonly pool: ShardPool;
   readonly tubes: TubeRegistry;
-  readonly jobMap: JobShardMap;
+  readonly jobMap: JobRouting;
   /** Reserves over watched tubes on several shards (the fan-in; a reserve over one shard's tubes waits there). */
   readonly reserves: Reserves;
   /** workq: UUIDs, queues, leases across shards, run / result waiters. */
@@ -101,7 +101,8 @@ export class Router {
     this.config = config;
     this.earlyAck = config.wal === undefined;
     this.ids = config.shared !== undefined ? JobIds.attach(config.shared.ids) : new JobIds();
-    this.jobMap = config.shared !== undefined ? JobShardMap.attach(config.shared.jobMap) : new JobShardMap();
+    this.jobMap =
+      config.shards === 1 ? new OneShard() : config.shared?.jobMap != null ? JobShardMap.attach(config.shared.jobMap) : new JobShardMap();
     this.sites = config.mesh !== undefined ? config.mesh.mesh.shards + 1 : 1;
     this.nextConnId = config.mesh !== undefined ? this.sites + config.mesh.site : 1;
     this.pool = new ShardPool(

@@ -58,10 +58,12 @@ describe('clearing a tube with -b', () => {
       const first = await clearPage(srv.router, t, CLEAR_BITS.ready | CLEAR_BITS.delayed | CLEAR_BITS.buried);
       expect(first.ids.length).toBe(CLEAR_JOBS_MAX);
       expect(first.remain).toBe(true);
-      for (const id of first.ids) expect(srv.router.jobMap.get(id)).toBe(-1);
+      // The job map forgot them (with one shard the router keeps nothing per job: OneShard).
+      const mapped = shards > 1 ? first.ids : [];
+      for (const id of mapped) expect(srv.router.jobMap.get(id)).toBe(-1);
       const rest = await clearTube(srv.router, 'big', CLEAR_BITS.ready | CLEAR_BITS.delayed | CLEAR_BITS.buried);
       expect(rest).toEqual({ deleted: n + 2 - CLEAR_JOBS_MAX, unlogged: false });
-      for (const id of [...ids, delayed, buried]) expect(srv.router.jobMap.get(id), `job ${id}`).toBe(-1);
+      if (shards > 1) for (const id of [...ids, delayed, buried]) expect(srv.router.jobMap.get(id), `job ${id}`).toBe(-1);
       expect(srv.router.tubes.find('big')!.jobs).toBe(1); // the reserved job
       expect(await tubeCount(c, 'big', 'current-jobs-ready')).toBe(0);
       expect(await tubeCount(c, 'big', 'current-jobs-reserved')).toBe(1);

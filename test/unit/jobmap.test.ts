@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { JobShardMap, PAGE_IDS, SHARD_MAX } from '../../src/route/jobmap.ts';
+import { JobShardMap, OneShard, PAGE_IDS, SHARD_MAX } from '../../src/route/jobmap.ts';
 import { JobIds } from '../../src/shared/jobids.ts';
 import { mulberry32u32 as mulberry32 } from '../support/prng.ts';
 
@@ -294,5 +294,17 @@ describe('JobIds', () => {
     expect(a.next()).toBe(100);
     expect(() => JobIds.attach({ counter: new SharedArrayBuffer(8) })).toThrow(TypeError);
     expect(() => new JobIds(0)).toThrow(RangeError);
+  });
+});
+
+describe('OneShard (the router with one shard)', () => {
+  it('sends every valid id to shard 0 and refuses what is not an id, keeping nothing', () => {
+    const m = new OneShard();
+    m.set(7, 0);
+    expect([m.get(7), m.get(1), m.get(2 ** 53 - 1)]).toEqual([0, 0, 0]);
+    m.delete(7);
+    expect(m.get(7)).toBe(0); // shard 0 answers NOT_FOUND for it
+    expect([m.get(0), m.get(-1), m.get(1.5), m.get(2 ** 53), m.get(NaN)]).toEqual([-1, -1, -1, -1, -1]);
+    expect(m.shared).toBeNull();
   });
 });
