@@ -8,23 +8,12 @@ import { afterEach, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
+import { mulberry32 as random } from '../support/prng.ts';
 
 const NAME_BYTES = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/;.$_()-';
 const POOL = 48;
 const WRITERS = 8;
 const ROUNDS = 120;
-
-/** A seeded generator (mulberry32): the same names every run. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Valid beanstalkd tube names of 1..200 bytes (not starting with '-'), each length class mixed. */
 function pool(rand: () => number): string[] {
