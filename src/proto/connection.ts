@@ -70,11 +70,11 @@ export const COPY_REPLY_MAX = 1024;
 const ACC_KEEP_MAX = 16 * 1024;
 const ACC_MIN = 256;
 const EMPTY = Buffer.alloc(0);
-/** What an idle connection holds instead of an empty array of its own (frozen: a push throws). */
 /** The reply ring of a connection with at most one command in flight: none (see Connection.slots). */
 const NO_SLOTS: (Buffer | undefined)[] = Object.freeze([]) as unknown as (Buffer | undefined)[];
 /** The reply ring's first size. */
 const SLOTS_FIRST = 4;
+/** What an idle connection holds instead of an empty array of its own (frozen: a push throws). */
 const NO_BUFFERS: Buffer[] = Object.freeze([]) as unknown as Buffer[];
 
 const INSERTED_ = Buffer.from('INSERTED ', 'latin1');

@@ -29,10 +29,9 @@ export const RECLAIM_QUIET_UTILIZATION = 0.1;
 export const RECLAIM_BUSY_UTILIZATION = 0.3;
 /**
  * So had a thread that did this many units of work (commands read, connections opened) in one
- * check's window: 50,000
- * pipelined deletes take a tenth of a second, too little for the utilisation to show, and free
- * what a collection has yet to find (measured: 50,000 tubes emptied, +75 MiB kept without this).
- * A steady light load stays below it.
+ * check's window: 50,000 pipelined deletes take a tenth of a second, too little for the
+ * utilisation to show, and free what a collection has yet to find (measured: 50,000 tubes
+ * emptied, +75 MiB kept without this). A steady light load stays below it.
  */
 export const RECLAIM_BUSY_WORK = 5000;
 /** A shard thread that applied this many requests since the last reclaim had a burst. */
