@@ -88,7 +88,7 @@ describe('engine memory per slot', () => {
     const m = e.memoryStats();
     expect(COLUMN_GROWTH).toBe(1.5);
     expect(m.slots).toBe(3456); // 1024 x 1.5^3: at most a third of the slots empty (doubling: 4096)
-    expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(33); // 35 with a 4-byte tube id, 38 with a byte per counter, 42 with 4-byte TTR and delay, 50 with four link columns, 62 with 8-byte ids and times; 85 with 4-byte counters, an owner column and the log column
+    expect(COLUMN_BYTES_PER_SLOT).toBeLessThanOrEqual(29); // 33 with a link column beside pos (a READY job needs neither it nor a record), 35 with a 4-byte tube id, 38 with a byte per counter, 42 with 4-byte TTR and delay, 50 with four link columns, 62 with 8-byte ids and times; 85 with 4-byte counters, an owner column and the log column
     expect(m.columnBytes).toBe(m.slots * (COLUMN_BYTES_PER_SLOT + SLOT_BYTES)); // no fileSeq column in memory mode
     expect(m.idTableBytes).toBeLessThanOrEqual(Math.ceil((3000 / 0.75) * IDTABLE_GROWTH) * 4); // a cell is 4 bytes, load <= 0.75
     expect(m.idTableBytes).toBe(IdTable.cellsFor(m.slots) * 4); // laid out with the columns, for the slots
@@ -112,8 +112,8 @@ describe('reservations (owner and connection list) apart from the job columns', 
     for (let i = 0; i < 1000; i++) expect(e.reserveBest([1], 1, 1 + (i % 3), 0)).toBe(i + 1);
     e.invariants();
     const held = e.memoryStats().reservationBytes;
-    expect(held).toBeGreaterThanOrEqual(1000 * 12);
-    expect(held).toBeLessThanOrEqual(2 * 1000 * 12);
+    expect(held).toBeGreaterThanOrEqual(1000 * 16); // owner, list links, timer heap place
+    expect(held).toBeLessThanOrEqual(2 * 1000 * 16);
     expect(e.releaseConn(2, 0)).toBe(333);
     for (let i = 0; i < 333; i++) expect(e.reserveBest([1], 1, 4, 0)).toBeGreaterThan(0); // the freed records again
     expect(e.memoryStats().reservationBytes).toBe(held);
@@ -121,6 +121,32 @@ describe('reservations (owner and connection list) apart from the job columns', 
     for (const c of [1, 3, 4]) e.releaseConn(c, 0);
     for (let id = 1; id <= 3000; id++) expect(e.deleteJob(id, 0)).toBe(1);
     expect(e.memoryStats().reservationBytes).toBe(empty);
+    e.invariants();
+  });
+});
+
+describe('side records (delayed and buried jobs) apart from the job columns', () => {
+  it('take as many records as jobs delayed or buried at once, none for ready jobs, reused, and drop back when the engine empties', () => {
+    const e = new Engine({ initialSlots: 64 });
+    const body = new Uint8Array(10);
+    const empty = e.memoryStats().sideRecordBytes;
+    for (let id = 1; id <= 3000; id++) e.put(1, id, 0, 0, 60, body, 0);
+    expect(e.memoryStats().sideRecordBytes).toBe(empty); // ready jobs hold none
+    for (let id = 3001; id <= 3600; id++) e.put(1, id, 0, 100, 60, body, 0);
+    for (let id = 1; id <= 400; id++) {
+      expect(e.reserveJob(id, 1, 0)).toBe(true);
+      expect(e.bury(id, 1, 0)).toBe(true);
+    }
+    e.invariants();
+    const held = e.memoryStats().sideRecordBytes;
+    expect(held).toBeGreaterThanOrEqual(1000 * 8); // two places, or two links
+    expect(held).toBeLessThanOrEqual(2 * 1000 * 8);
+    expect(e.kick(1, 400, 0)).toBe(400);
+    for (let id = 4001; id <= 4400; id++) e.put(1, id, 0, 100, 60, body, 0); // the freed records again
+    expect(e.memoryStats().sideRecordBytes).toBe(held);
+    e.invariants();
+    for (const id of [...Array.from({ length: 3600 }, (_, i) => i + 1), ...Array.from({ length: 400 }, (_, i) => 4001 + i)]) expect(e.deleteJob(id, 0)).toBe(1);
+    expect(e.memoryStats().sideRecordBytes).toBe(empty);
     e.invariants();
   });
 });

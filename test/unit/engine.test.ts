@@ -380,6 +380,91 @@ describe('Engine: pause and tubes', () => {
   });
 });
 
+describe('Engine: a job\'s record follows its state', () => {
+  // Only pos is a column: a RESERVED job's timer place is in its reservation, a DELAYED job's
+  // heap places and a BURIED job's FIFO links in a side record, and pos names that record. Each
+  // step checks what a state reads (stats-job's time-left, timeouts, peeks, the timer heap's
+  // deadline, touch, the buried FIFO), with neighbours in every state so records are reused and a
+  // record number read as a heap place (or the other way) lands on some other job.
+  const scenario = (e: Engine) => {
+    const sink = recorder();
+    const b = enc('x');
+    for (let id = 1; id <= 4; id++) e.put(0, id, 10, 0, 5, b, T0); // READY neighbours
+    e.put(0, 20, 10, 50, 5, b, T0); // DELAYED neighbour, ready at T0 + 50 s
+    e.put(0, 21, 10, 0, 5, b, T0);
+    expect(e.reserveJob(21, 9, T0)).toBe(true);
+    expect(e.bury(21, 9, 10)).toBe(true); // BURIED neighbour
+    e.put(0, 22, 10, 0, 30, b, T0);
+    expect(e.reserveJob(22, 9, T0)).toBe(true); // RESERVED neighbour, TTR end T0 + 30 s
+
+    // READY -> RESERVED
+    e.put(0, 5, 1, 0, 7, b, T0);
+    expect(e.reserveBest([0], 1, 1, T0)).toBe(5);
+    expect(jobStats(e, 5, T0 + 1000)).toMatchObject({ state: RESERVED, ttr: 7, timeLeft: 5, reserves: 1 });
+    expect(e.nextDeadline()).toBe(T0 + 7000);
+    expect(e.heldDeadline(1)).toBe(T0 + 7000);
+    expect(e.touch(5, 1, T0 + 2000)).toBe(true); // TTR from T0 + 2 s
+    expect(e.nextDeadline()).toBe(T0 + 9000);
+    expect(jobStats(e, 5, T0 + 2000)).toMatchObject({ timeLeft: 6 });
+
+    // RESERVED -> DELAYED (release with delay)
+    expect(e.release(5, 1, 1, 3, T0 + 3000)).toBe(DELAYED);
+    expect(jobStats(e, 5, T0 + 3000)).toMatchObject({ state: DELAYED, delay: 3, timeLeft: 2, releases: 1 });
+    expect(e.peekDelayed(0)).toBe(5); // before job 20 (T0 + 50 s)
+    expect(e.nextDeadline()).toBe(T0 + 6000);
+    expect(e.heldDeadline(1)).toBe(Infinity);
+
+    // DELAYED -> READY (kick; buried 21 is not in the way of kick-job)
+    expect(e.kickJob(5, T0 + 4000)).toBe(true);
+    expect(jobStats(e, 5, T0 + 4000)).toMatchObject({ state: READY, timeLeft: 0, kicks: 1 });
+    expect(e.peekDelayed(0)).toBe(20);
+    expect(e.nextDeadline()).toBe(T0 + 30_000); // 22's TTR end: 5 left the timer heap
+
+    // READY -> RESERVED -> BURIED: appended after 21
+    expect(e.reserveJob(5, 1, T0 + 4000)).toBe(true);
+    expect(e.bury(5, 1, 2)).toBe(true);
+    expect(jobStats(e, 5, T0 + 4000)).toMatchObject({ state: BURIED, pri: 2, timeLeft: 0, buries: 1, reserves: 2 });
+    expect(e.peekBuried(0)).toBe(21);
+    expect(e.touch(5, 1, T0 + 4000)).toBe(false);
+    expect(e.listJobs(0, BURIED, 0, 0, 10)).toBe(false);
+    expect([...e.lastListed]).toEqual([21, 5]);
+    expect(e.nextDeadline()).toBe(T0 + 30_000);
+
+    // BURIED -> READY (kick takes 21 first, then 5)
+    expect(e.kick(0, 1, T0 + 4000)).toBe(1);
+    expect(e.state(21)).toBe(READY);
+    expect(e.peekBuried(0)).toBe(5);
+    expect(e.kick(0, 1, T0 + 4000)).toBe(1);
+    expect(jobStats(e, 5, T0 + 4000)).toMatchObject({ state: READY, kicks: 2, timeLeft: 0 });
+    expect(e.peekBuried(0)).toBe(0);
+
+    // READY -> RESERVED -> TTR over -> READY (timeouts)
+    expect(e.reserveBest([0], 1, 1, T0 + 5000)).toBe(5); // pri 2, the best
+    expect(e.tick(T0 + 11_999, sink)).toBe(T0 + 12_000);
+    expect(sink.events).toEqual([]);
+    expect(e.tick(T0 + 12_000, sink)).toBe(T0 + 30_000);
+    expect(sink.events).toEqual(['timedOut 5 1 3']);
+    expect(e.touch(5, 1, T0 + 12_000)).toBe(false); // expired: no timer place
+    expect(jobStats(e, 5, T0 + 12_000)).toMatchObject({ state: RESERVED, timeouts: 1, reserves: 3, timeLeft: 0 });
+    expect(e.expire(5, 1, 3)).toBe(0);
+    expect(jobStats(e, 5, T0 + 12_000)).toMatchObject({ state: READY, timeouts: 1, releases: 1, buries: 1, kicks: 2 });
+
+    // The neighbours kept theirs.
+    expect(jobStats(e, 22, T0 + 12_000)).toMatchObject({ state: RESERVED, timeLeft: 17 });
+    expect(jobStats(e, 20, T0 + 12_000)).toMatchObject({ state: DELAYED, timeLeft: 37 });
+    expect(e.tick(T0 + 30_000, sink)).toBe(T0 + 50_000);
+    expect(sink.events).toEqual(['timedOut 5 1 3', 'timedOut 22 9 1']);
+    expect(e.tick(T0 + 50_000, sink)).toBe(Infinity);
+    expect(e.state(20)).toBe(READY);
+    expect(e.expire(22, 9, 1)).toBe(0);
+    for (const id of [1, 2, 3, 4, 5, 20, 21, 22]) expect(e.deleteJob(id, 0)).toBe(0);
+    expect(e.size).toBe(0);
+  };
+
+  it('through ready, reserved, delayed, kicked, buried, kicked and timed out', () => scenario(new Engine()));
+  it('the same with the invariants checked after every call', () => scenario(checked()));
+});
+
 describe('Engine: storage', () => {
   it('keeps bodies intact through slot reuse and body-store compaction', () => {
     const e = checked({ chunkSize: 512, initialSlots: 16 });

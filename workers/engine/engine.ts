@@ -3,14 +3,15 @@
 // (nowMs) so tests drive time.
 //
 // Memory layout: a job is a slot number into typed-array columns (no object or Map entry per
-// job). Free slots form a list through the `link` column. Slots are found by id through an
-// open-addressing IdTable. Per tube, READY slots sit in a heap by (pri, id) and DELAYED slots in
-// a heap by (deadline, id), both writing their position into `pos` (a job is in at most one
-// of them). One shard-global timer heap by (deadline, id) holds every DELAYED job (deadline =
-// ready-at) and every RESERVED job until its TTR runs out (deadline = TTR expiry; past it, the
-// job stays RESERVED with link NIL until expire()), writing `link`. BURIED jobs are linked into
-// their tube's FIFO through `pos`/`link`; a RESERVED job's `pos` names its reservation, which
-// holds the owner and links it into the connection's list. Bodies live in the slab BodyStore.
+// job). Free slots form a list through the `pos` column. Slots are found by id through an
+// open-addressing IdTable. Per tube, READY slots sit in a heap by (pri, id), writing their
+// position into `pos`, and DELAYED slots in a heap by (deadline, id). One shard-global timer heap
+// by (deadline, id) holds every DELAYED job (deadline = ready-at) and every RESERVED job until its
+// TTR runs out (deadline = TTR expiry; past it, the job stays RESERVED, its timer place NIL, until
+// expire()). A READY job needs nothing but `pos`, so the rest lives in records only the other
+// states hold, named by `pos`: a RESERVED job's reservation (owner, links in the connection's
+// list, timer place), a DELAYED job's side record (delay heap and timer places) and a BURIED
+// job's side record (links in its tube's FIFO). Bodies live in the slab BodyStore.
 
 import { ColumnBlock, growF64, growI32, OFFSET_MAX, OffsetColumn, release, U16Column } from './columns.ts';
 import { C_BURIES, C_KICKS, C_RELEASES, C_RESERVES, C_TIMEOUTS, COUNTER_BYTES, COUNTERS, Counters } from './counters.ts';
@@ -43,7 +44,11 @@ export const TUBE_STATS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', '
 export const TOTALS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', 'current-jobs-reserved', 'current-jobs-delayed', 'current-jobs-buried', 'job-timeouts'] as const;
 
 const NIL = -1;
-const RES_FIELDS = 3, RES_CONN = 0, RES_PREV = 1, RES_NEXT = 2;
+// A reservation (RESERVED jobs): owner, previous and next slot in its list, place in the timer heap.
+const RES_FIELDS = 4, RES_CONN = 0, RES_PREV = 1, RES_NEXT = 2, RES_TIMER = 3;
+// A side record: DELAYED, place in the tube's delay heap and in the timer heap; BURIED, previous
+// and next slot in the tube's buried FIFO. A free one's first field chains the free ones.
+const SIDE_FIELDS = 2, SIDE_HEAP = 0, SIDE_TIMER = 1, SIDE_PREV = 0, SIDE_NEXT = 1;
 const EMPTY = new Uint8Array(0);
 const NO_CELLS = new Int32Array(0);
 /** A drained engine lays its columns out again at their first size if they grew past this many times it. */
@@ -56,8 +61,9 @@ export const COLUMN_GROWTH = 1.5;
 /** Bytes of engine column storage per job slot (see grow()), without a write-ahead log (its
  *  fileSeq column adds 4); the body store's location columns add SLOT_BYTES. In order: id (a
  *  4-byte offset), pri, jobState, tube number, TTR, delay (2 bytes each), deadline, created
- *  (4-byte offsets), counters (16 bits), pos, link. */
-export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 2 + 2 + 2 + 4 + 4 + COUNTER_BYTES + 4 + 4;
+ *  (4-byte offsets), counters (16 bits), pos. A job that is not READY also holds a record: a
+ *  reservation (RES_FIELDS ints) or a side record (SIDE_FIELDS ints). */
+export const COLUMN_BYTES_PER_SLOT = 4 + 4 + 1 + 2 + 2 + 2 + 4 + 4 + COUNTER_BYTES + 4;
 
 /**
  * Whole seconds left, as beanstalkd prints them: it keeps nanoseconds, so by the time anyone
@@ -101,19 +107,23 @@ export class Engine {
   private idCells: Int32Array = new Int32Array(0);
   private deadlineCells: Int32Array = new Int32Array(0);
   private readonly counts = new Counters(); // reserves, timeouts, releases, buries, kicks
-  // Two link columns serve every state, since a job is in one structure or two at a time:
-  //   READY     pos: place in the tube's ready heap       link: NIL
-  //   DELAYED   pos: place in the tube's delay heap       link: place in the timer heap
-  //   RESERVED  pos: its reservation (owner, conn list)   link: place in the timer heap (NIL: expired)
-  //   BURIED    pos: previous in the tube's buried FIFO   link: next in it
-  //   free      link: next free slot
+  // One link column serves every state; what a READY job never needs (most of the queue, at
+  // rest) is in a record that only the other states hold:
+  //   READY     pos: place in the tube's ready heap
+  //   DELAYED   pos: its side record (place in the tube's delay heap, place in the timer heap)
+  //   RESERVED  pos: its reservation (owner, conn list, place in the timer heap: NIL once expired)
+  //   BURIED    pos: its side record (previous and next in the tube's buried FIFO)
+  //   free      pos: next free slot
   private pos: Int32Array = new Int32Array(0);
-  private link: Int32Array = new Int32Array(0);
-  // Reservations, RES_FIELDS ints each: the owner and the previous and next slot in its list; a
-  // free one's RES_NEXT chains the free ones. As many as jobs reserved at once, not one per job.
+  // Reservations, RES_FIELDS ints each; a free one's RES_NEXT chains the free ones. As many as
+  // jobs reserved at once, not one per job.
   private res: Int32Array = new Int32Array(RES_FIELDS * 16);
   private resFree = NIL;
   private resHwm = 0;
+  // Side records, SIDE_FIELDS ints each, as many as jobs delayed or buried at once.
+  private side: Int32Array = new Int32Array(SIDE_FIELDS * 16);
+  private sideFree = NIL;
+  private sideHwm = 0;
   // Write-ahead log segment holding the job's FULL record (0: none); allocated on the first
   // setFile, so an engine without a log never pays for it.
   private fileSeq: Int32Array = new Int32Array(0);
@@ -174,8 +184,14 @@ export class Engine {
   private readonly setHeapPos = (s: number, p: number): void => {
     this.pos[s] = p;
   };
+  private readonly setDelayPos = (s: number, p: number): void => {
+    this.side[this.pos[s] * SIDE_FIELDS + SIDE_HEAP] = p;
+  };
+  // The timer heap holds RESERVED and DELAYED slots: jobState must name the record pos points at
+  // (set before the push, changed only after the removal).
   private readonly setTimerPos = (s: number, p: number): void => {
-    this.link[s] = p;
+    if (this.jobState[s] === RESERVED) this.res[this.pos[s] * RES_FIELDS + RES_TIMER] = p;
+    else this.side[this.pos[s] * SIDE_FIELDS + SIDE_TIMER] = p;
   };
 
   constructor(opts: EngineOptions = {}) {
@@ -208,7 +224,7 @@ export class Engine {
     this.ttr.set(s, ttrSec);
     this.delay.set(s, delaySec);
     this.created.set(s, nowMs);
-    this.pos[s] = this.link[s] = NIL;
+    this.pos[s] = NIL;
     if (s < this.fileSeq.length) this.fileSeq[s] = 0;
     this.bodies.put(s, body, start, end);
     this.live++;
@@ -334,9 +350,11 @@ export class Engine {
   /** Only if RESERVED by conn and its TTR has not run out: TTR restarts from now. */
   touch(id: number, conn: number, nowMs: number): boolean {
     const s = this.reservedBy(id, conn);
-    if (s === NIL || this.link[s] === NIL) return false;
+    if (s === NIL) return false;
+    const tp = this.timerOfReserved(s);
+    if (tp === NIL) return false;
     this.deadline.set(s, nowMs + this.ttr.get(s) * 1000);
-    this.timers.update(this.link[s]);
+    this.timers.update(tp);
     return true;
   }
 
@@ -355,7 +373,7 @@ export class Engine {
    */
   expire(id: number, conn: number, reserves: number): number {
     const s = this.reservedBy(id, conn);
-    if (s === NIL || this.link[s] !== NIL || this.counts.get(s, C_RESERVES) !== reserves) return -1;
+    if (s === NIL || this.timerOfReserved(s) !== NIL || this.counts.get(s, C_RESERVES) !== reserves) return -1;
     const t = this.tubeAt(s);
     this.leaveReserved(s, t);
     this.enterReady(s, t);
@@ -399,7 +417,7 @@ export class Engine {
   heldDeadline(conn: number): number {
     let soonest = Infinity;
     for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.resNext(s)) {
-      if (this.link[s] !== NIL && this.deadline.get(s) < soonest) soonest = this.deadline.get(s);
+      if (this.timerOfReserved(s) !== NIL && this.deadline.get(s) < soonest) soonest = this.deadline.get(s);
     }
     return soonest;
   }
@@ -486,8 +504,8 @@ export class Engine {
         selectFromHeap(state === READY ? t.ready : t.delay, state === READY ? this.readyLess : this.timeLess, after, want, got);
       } else if (state === BURIED) {
         let s = t.buriedHead;
-        if (cursorId !== 0) while (s !== NIL && this.deadline.cells[s] <= cursorKey) s = this.link[s];
-        for (; s !== NIL && got.length < want; s = this.link[s]) got.push(s);
+        if (cursorId !== 0) while (s !== NIL && this.deadline.cells[s] <= cursorKey) s = this.buriedNext(s);
+        for (; s !== NIL && got.length < want; s = this.buriedNext(s)) got.push(s);
       } else if (state === RESERVED && t.reserved > 0) {
         const ids = this.ids;
         const byId = (a: number, b: number): boolean => ids.get(a) < ids.get(b);
@@ -660,11 +678,7 @@ export class Engine {
     this.counts.set(s, C_KICKS, kicks);
     if (state === DELAYED) {
       this.leaveReady(s, t);
-      this.jobState[s] = DELAYED;
-      this.deadline.set(s, deadlineMs);
-      t.delay.push(s);
-      this.timers.push(s);
-      this.delayedCt++;
+      this.enterDelayedAt(s, t, deadlineMs);
     } else if (state === BURIED) {
       this.leaveReady(s, t);
       this.enterBuried(s, t);
@@ -717,7 +731,7 @@ export class Engine {
   }
 
   /** Memory held by this engine's structures, in bytes (for stats and tests). */
-  memoryStats(): { jobs: number; slots: number; columnBytes: number; idTableBytes: number; timerHeapBytes: number; reservationBytes: number; bodyHeldBytes: number; bodyLiveBytes: number; bodyCompactions: number } {
+  memoryStats(): { jobs: number; slots: number; columnBytes: number; idTableBytes: number; timerHeapBytes: number; reservationBytes: number; sideRecordBytes: number; bodyHeldBytes: number; bodyLiveBytes: number; bodyCompactions: number } {
     return {
       jobs: this.live,
       slots: this.cap,
@@ -725,6 +739,7 @@ export class Engine {
       idTableBytes: this.index.bytes,
       timerHeapBytes: this.timers.items.byteLength,
       reservationBytes: this.res.byteLength,
+      sideRecordBytes: this.side.byteLength,
       bodyHeldBytes: this.bodies.heldBytes,
       bodyLiveBytes: this.bodies.liveBytes,
       bodyCompactions: this.bodies.compactions,
@@ -772,7 +787,7 @@ export class Engine {
       if (this.deadline.get(s) > nowMs) break;
       const t = this.tubeAt(s);
       if (this.jobState[s] !== DELAYED) {
-        // TTR over: out of the timer heap (link NIL marks it expired), still held by its
+        // TTR over: out of the timer heap (its timer place NIL marks it expired), still held by its
         // connection until expire(); see expire() for why.
         timers.removeAt(0);
         this.expiredCt++;
@@ -814,6 +829,7 @@ export class Engine {
     let live = 0;
     const counts = [0, 0, 0, 0, 0, 0];
     let urgent = 0;
+    const sideOf = new Map<number, number>(); // side record -> slot
     for (let s = 0; s < this.hwm; s++) {
       const st = this.jobState[s];
       if (st === 0) continue;
@@ -828,26 +844,32 @@ export class Engine {
       if (!c) per.set(tube.id, (c = [0, 0, 0, 0, 0]));
       counts[st]++;
       c[st]++;
-      const hp = this.pos[s];
-      const tp = this.link[s];
+      const p = this.pos[s];
       if (st === READY) {
-        if (tube.ready.items[hp] !== s || hp >= tube.ready.size) fail(`ready slot ${s} pos ${hp}`);
-        if (tp !== NIL) fail(`ready slot ${s} has link ${tp}`);
+        if (tube.ready.items[p] !== s || p >= tube.ready.size) fail(`ready slot ${s} pos ${p}`);
         if (this.pri[s] < URGENT_PRI) {
           c[0]++;
           urgent++;
         }
-      } else if (st === DELAYED) {
-        if (tube.delay.items[hp] !== s || hp >= tube.delay.size) fail(`delayed slot ${s} pos ${hp}`);
-        if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`delayed slot ${s} link ${tp}`);
+      } else if (st === DELAYED || st === BURIED) {
+        if (p < 0 || p >= this.sideHwm) fail(`${st === DELAYED ? 'delayed' : 'buried'} slot ${s} side record ${p}`);
+        if (sideOf.has(p)) fail(`side record ${p} held by slots ${sideOf.get(p)} and ${s}`);
+        sideOf.set(p, s);
+        if (st === DELAYED) {
+          const hp = this.side[p * SIDE_FIELDS + SIDE_HEAP];
+          const tp = this.side[p * SIDE_FIELDS + SIDE_TIMER];
+          if (tube.delay.items[hp] !== s || hp < 0 || hp >= tube.delay.size) fail(`delayed slot ${s} delay heap place ${hp}`);
+          if (this.timers.items[tp] !== s || tp < 0 || tp >= this.timers.size) fail(`delayed slot ${s} timer place ${tp}`);
+        }
       } else if (st === RESERVED) {
+        if (p < 0 || p >= this.resHwm || this.res[p * RES_FIELDS + RES_CONN] <= 0) fail(`reserved slot ${s} has no owner (${p})`);
+        const tp = this.res[p * RES_FIELDS + RES_TIMER];
         if (tp === NIL) counts[5]++; // expired, waiting for expire()
-        else if (this.timers.items[tp] !== s || tp >= this.timers.size) fail(`reserved slot ${s} link ${tp}`);
-        if (hp < 0 || hp >= this.resHwm || this.res[hp * RES_FIELDS + RES_CONN] <= 0) fail(`reserved slot ${s} has no owner (${hp})`);
+        else if (this.timers.items[tp] !== s || tp < 0 || tp >= this.timers.size) fail(`reserved slot ${s} timer place ${tp}`);
       }
     }
     let free = 0;
-    for (let s = this.freeHead; s !== NIL; s = this.link[s]) {
+    for (let s = this.freeHead; s !== NIL; s = this.pos[s]) {
       if (this.jobState[s] !== 0) fail(`free slot ${s} has state ${this.jobState[s]}`);
       if (++free > this.hwm) fail('free list cycle');
     }
@@ -866,7 +888,7 @@ export class Engine {
       ['timer heap', this.timers.size, counts[DELAYED] + counts[RESERVED] - counts[5]],
     ];
     for (const [name, have, want] of cmp) if (have !== want) fail(`${name} count ${have}, found ${want}`);
-    this.timers.check((s) => this.link[s], 'timer heap');
+    this.timers.check((s) => (this.jobState[s] === RESERVED ? this.timerOfReserved(s) : this.side[this.pos[s] * SIDE_FIELDS + SIDE_TIMER]), 'timer heap');
 
     for (const t of this.tubes.values()) {
       const c = per.get(t.id) ?? [0, 0, 0, 0, 0];
@@ -879,12 +901,12 @@ export class Engine {
       ];
       for (const [name, have, want] of tc) if (have !== want) fail(`tube ${t.id} ${name} ${have}, found ${want}`);
       t.ready.check((s) => this.pos[s], `tube ${t.id} ready heap`);
-      t.delay.check((s) => this.pos[s], `tube ${t.id} delay heap`);
+      t.delay.check((s) => this.side[this.pos[s] * SIDE_FIELDS + SIDE_HEAP], `tube ${t.id} delay heap`);
       let n = 0;
       let last = NIL;
-      for (let s = t.buriedHead; s !== NIL; s = this.link[s]) {
+      for (let s = t.buriedHead; s !== NIL; s = this.buriedNext(s)) {
         if (this.jobState[s] !== BURIED || this.tube.get(s) !== t.idx) fail(`tube ${t.id} buried list holds slot ${s}`);
-        if (this.pos[s] !== last) fail(`tube ${t.id} buried list prev link at ${s}`);
+        if (this.side[this.pos[s] * SIDE_FIELDS + SIDE_PREV] !== last) fail(`tube ${t.id} buried list prev link at ${s}`);
         if (++n > t.buried) fail(`tube ${t.id} buried list longer than ${t.buried}`);
         last = s;
       }
@@ -911,6 +933,12 @@ export class Engine {
     let freeRes = 0;
     for (let r = this.resFree; r !== NIL; r = this.res[r * RES_FIELDS + RES_NEXT]) if (++freeRes > this.resHwm) fail('free reservation cycle');
     if (freeRes + reserved !== this.resHwm) fail(`${freeRes} free + ${reserved} reservations != ${this.resHwm}`);
+    let freeSide = 0;
+    for (let r = this.sideFree; r !== NIL; r = this.side[r * SIDE_FIELDS]) {
+      if (sideOf.has(r)) fail(`side record ${r} both free and held by slot ${sideOf.get(r)}`);
+      if (++freeSide > this.sideHwm) fail('free side record cycle');
+    }
+    if (freeSide + sideOf.size !== this.sideHwm) fail(`${freeSide} free + ${sideOf.size} side records != ${this.sideHwm}`);
     this.bodies.check(live);
   }
 
@@ -919,7 +947,7 @@ export class Engine {
   private ensureTube(id: number): Tube {
     let t = this.tubes.get(id);
     if (!t) {
-      t = new Tube(id, new IndexHeap(this.readyLess, this.setHeapPos), new IndexHeap(this.timeLess, this.setHeapPos));
+      t = new Tube(id, new IndexHeap(this.readyLess, this.setHeapPos), new IndexHeap(this.timeLess, this.setDelayPos));
       this.tubes.set(id, t);
       t.idx = this.tubeIdxFree.length > 0 ? (this.tubeIdxFree.pop() as number) : this.tubeList.length;
       this.tubeList[t.idx] = t;
@@ -961,6 +989,31 @@ export class Engine {
     return this.res[this.pos[s] * RES_FIELDS + RES_NEXT];
   }
 
+  /** RESERVED slot `s`'s place in the timer heap; NIL once its TTR ran out. */
+  private timerOfReserved(s: number): number {
+    return this.res[this.pos[s] * RES_FIELDS + RES_TIMER];
+  }
+
+  /** The next slot in BURIED slot `s`'s tube FIFO. */
+  private buriedNext(s: number): number {
+    return this.side[this.pos[s] * SIDE_FIELDS + SIDE_NEXT];
+  }
+
+  private allocSide(): number {
+    let r = this.sideFree;
+    if (r !== NIL) this.sideFree = this.side[r * SIDE_FIELDS];
+    else {
+      r = this.sideHwm++;
+      if (r * SIDE_FIELDS === this.side.length) this.side = growI32(this.side, this.side.length * 2);
+    }
+    return r;
+  }
+
+  private freeSide(r: number): void {
+    this.side[r * SIDE_FIELDS] = this.sideFree;
+    this.sideFree = r;
+  }
+
   private kickSlot(s: number, t: Tube): void {
     this.leave(s, t);
     this.counts.inc(s, C_KICKS);
@@ -989,16 +1042,24 @@ export class Engine {
   }
 
   private enterDelayed(s: number, t: Tube, nowMs: number, delaySec: number): void {
+    this.enterDelayedAt(s, t, nowMs + delaySec * 1000);
+  }
+
+  private enterDelayedAt(s: number, t: Tube, deadlineMs: number): void {
     this.jobState[s] = DELAYED;
-    this.deadline.set(s, nowMs + delaySec * 1000);
+    this.deadline.set(s, deadlineMs);
+    this.pos[s] = this.allocSide(); // before the pushes: they write their places into it
     t.delay.push(s);
     this.timers.push(s);
     this.delayedCt++;
   }
 
   private leaveDelayed(s: number, t: Tube): void {
-    t.delay.removeAt(this.pos[s]);
-    this.timers.removeAt(this.link[s]);
+    const r = this.pos[s];
+    t.delay.removeAt(this.side[r * SIDE_FIELDS + SIDE_HEAP]);
+    this.timers.removeAt(this.side[r * SIDE_FIELDS + SIDE_TIMER]);
+    this.freeSide(r);
+    this.pos[s] = NIL;
     this.delayedCt--;
   }
 
@@ -1006,7 +1067,6 @@ export class Engine {
     this.jobState[s] = RESERVED;
     this.deadline.set(s, nowMs + this.ttr.get(s) * 1000);
     this.counts.inc(s, C_RESERVES);
-    this.timers.push(s);
     // A reservation, pushed on the front of the connection's list.
     let r = this.resFree;
     if (r !== NIL) this.resFree = this.res[r * RES_FIELDS + RES_NEXT];
@@ -1022,17 +1082,19 @@ export class Engine {
     res[at + RES_NEXT] = head;
     if (head !== NIL) res[this.pos[head] * RES_FIELDS + RES_PREV] = s;
     this.pos[s] = r;
+    this.timers.push(s); // after pos names the reservation: the push writes its place there
     this.connHead.set(conn, s);
     t.reserved++;
     this.reservedCt++;
   }
 
   private leaveReserved(s: number, t: Tube): void {
-    if (this.link[s] !== NIL) this.timers.removeAt(this.link[s]);
-    else this.expiredCt--;
     const res = this.res;
     const r = this.pos[s];
     const at = r * RES_FIELDS;
+    const tp = res[at + RES_TIMER];
+    if (tp !== NIL) this.timers.removeAt(tp);
+    else this.expiredCt--;
     const p = res[at + RES_PREV];
     const n = res[at + RES_NEXT];
     if (p !== NIL) res[this.pos[p] * RES_FIELDS + RES_NEXT] = n;
@@ -1051,9 +1113,11 @@ export class Engine {
     // list is in stamp order, so listJobs' cursor can find its place after the job it names left).
     if (this.buryStamp === OFFSET_MAX) this.renumberBuried();
     this.deadline.setRaw(s, ++this.buryStamp);
-    this.pos[s] = t.buriedTail;
-    this.link[s] = NIL;
-    if (t.buriedTail !== NIL) this.link[t.buriedTail] = s;
+    const r = this.allocSide();
+    this.side[r * SIDE_FIELDS + SIDE_PREV] = t.buriedTail;
+    this.side[r * SIDE_FIELDS + SIDE_NEXT] = NIL;
+    this.pos[s] = r;
+    if (t.buriedTail !== NIL) this.side[this.pos[t.buriedTail] * SIDE_FIELDS + SIDE_NEXT] = s;
     else t.buriedHead = s;
     t.buriedTail = s;
     t.buried++;
@@ -1061,13 +1125,16 @@ export class Engine {
   }
 
   private leaveBuried(s: number, t: Tube): void {
-    const p = this.pos[s];
-    const n = this.link[s];
-    if (p !== NIL) this.link[p] = n;
+    const side = this.side;
+    const r = this.pos[s];
+    const p = side[r * SIDE_FIELDS + SIDE_PREV];
+    const n = side[r * SIDE_FIELDS + SIDE_NEXT];
+    if (p !== NIL) side[this.pos[p] * SIDE_FIELDS + SIDE_NEXT] = n;
     else t.buriedHead = n;
-    if (n !== NIL) this.pos[n] = p;
+    if (n !== NIL) side[this.pos[n] * SIDE_FIELDS + SIDE_PREV] = p;
     else t.buriedTail = p;
-    this.pos[s] = this.link[s] = NIL;
+    this.freeSide(r);
+    this.pos[s] = NIL;
     t.buried--;
     this.buriedCt--;
   }
@@ -1078,7 +1145,7 @@ export class Engine {
   private renumberBuried(): void {
     const cells = this.deadline.cells;
     const all: number[] = [];
-    for (const t of this.tubes.values()) for (let s = t.buriedHead; s !== NIL; s = this.link[s]) all.push(s);
+    for (const t of this.tubes.values()) for (let s = t.buriedHead; s !== NIL; s = this.buriedNext(s)) all.push(s);
     all.sort((a, b) => cells[a] - cells[b]);
     for (let i = 0; i < all.length; i++) cells[all[i]] = i + 1;
     this.buryStamp = all.length;
@@ -1100,7 +1167,7 @@ export class Engine {
   private allocSlot(): number {
     const s = this.freeHead;
     if (s !== NIL) {
-      this.freeHead = this.link[s];
+      this.freeHead = this.pos[s];
       return s;
     }
     if (this.hwm === this.cap) this.grow(Math.ceil(this.cap * COLUMN_GROWTH));
@@ -1116,7 +1183,7 @@ export class Engine {
     this.ttr.clear(s);
     this.delay.clear(s);
     this.counts.clear(s); // a reused slot starts from zero, and big counts leave the side map
-    this.link[s] = this.freeHead;
+    this.pos[s] = this.freeHead;
     this.freeHead = s;
   }
 
@@ -1138,10 +1205,12 @@ export class Engine {
       c.reset();
     }
     this.pos = new Int32Array(0);
-    this.link = new Int32Array(0);
-    this.res = new Int32Array(RES_FIELDS * 16); // no job is reserved
+    this.res = new Int32Array(RES_FIELDS * 16); // no job is reserved, delayed or buried
     this.resFree = NIL;
     this.resHwm = 0;
+    this.side = new Int32Array(SIDE_FIELDS * 16);
+    this.sideFree = NIL;
+    this.sideHwm = 0;
     this.jobState = new Uint8Array(0);
     this.counts.adopt(new Uint16Array(0));
     this.bodies.dropSlots();
@@ -1167,7 +1236,6 @@ export class Engine {
     this.deadlineCells = this.deadline.cells;
     this.pri = b.u32(this.pri, cap);
     this.pos = b.i32(this.pos, cap);
-    this.link = b.i32(this.link, cap);
     this.index.bind(this.ids); // the table rehashes by the ids in the new block
     this.index.adopt(b.i32(NO_CELLS, cells));
     this.bodies.growSlots(cap, b); // 4-byte columns, so before the 2- and 1-byte ones
