@@ -1,8 +1,9 @@
 // Tubes made and dropped from every connection thread at once, with names of every length, while
 // other connections list them: the shared tube table (src/route/tubetable.ts) allocates, frees,
-// reuses and compacts the names in its name heap from real threads at once. Every name listed,
-// and every stats-tube answered, must be one that was made (no torn bytes, no bytes of a name
-// that took a freed block), and at the end only default is left.
+// reuses and compacts the names in its name heap from real threads at once (one compaction is
+// made on purpose first, under the listers). Every name listed, and every stats-tube answered,
+// must be one that was made (no torn bytes, no bytes of a name that took a freed block), and at
+// the end only default is left.
 
 import { afterEach, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.ts';
@@ -81,12 +82,45 @@ it('tubes made and dropped on every connection thread at once keep their names',
   };
 
   const listers = [lister(0), lister(1)];
+
+  // First, with only the listers reading, a compaction made on purpose: one connection watches 70
+  // tubes of 200-byte names, ignores three in four (not the last, so the heap's end stays), then
+  // watches tubes of 100-byte names, which fit none of the holes, until the heap is full and half
+  // of it holes: their names are then moved under the listers. Then it checks what it watches.
+  const heap = s.router.tubes.table;
+  const a = await connect(s.port);
+  clients.push(a);
+  const name = (prefix: string, len: number): string => {
+    let n = prefix;
+    while (n.length < len) n += NAME_BYTES[Math.floor(rand() * (NAME_BYTES.length - 1))];
+    return n;
+  };
+  const watched = new Set(['default']);
+  const watch = async (n: string): Promise<void> => {
+    known.add(n);
+    watched.add(n);
+    expect(await a.request(`watch ${n}`)).toBe(`WATCHING ${watched.size}\r\n`);
+  };
+  const long = Array.from({ length: 70 }, (_, i) => name(`L${i}-`, 200));
+  for (const n of long) await watch(n);
+  for (let i = 0; i < long.length - 1; i++) {
+    if (i % 4 === 3) continue;
+    watched.delete(long[i]);
+    expect(await a.request(`ignore ${long[i]}`)).toBe(`WATCHING ${watched.size}\r\n`);
+  }
+  const compactions = heap.nameHeap.compactions;
+  for (let j = 0; j < 400 && heap.nameHeap.compactions === compactions; j++) await watch(name(`M${j}-`, 100));
+  expect(heap.nameHeap.compactions, 'a compaction of the names').toBeGreaterThan(compactions);
+  expect(yamlList(await a.request('list-tubes-watched')).sort()).toEqual([...watched].sort());
+  for (const n of watched) expect(await a.request(`stats-tube ${n}`)).toContain(`\nname: ${n}\n`);
+  for (const n of watched) if (n !== 'default') expect(await a.request(`ignore ${n}`)).toMatch(/^WATCHING \d+\r\n$/);
+
+  // Then the churn on every thread, the listers still reading.
   await Promise.all(Array.from({ length: WRITERS }, (_, k) => writer(k)));
   writing = false;
   await Promise.all(listers);
 
   expect(seen.size).toBeGreaterThan(POOL / 2); // the listers did see the churn
-  expect(s.router.tubes.table.nameHeap.compactions).toBeGreaterThan(0); // and names were moved under them
   const c = await connect(s.port);
   clients.push(c);
   await waitUntil('only default is left', async () => yamlList(await c.request('list-tubes')).join() === 'default');
