@@ -103,50 +103,50 @@ describe('engine memory per slot', () => {
   });
 });
 
-describe('reservations (owner and connection list) apart from the job columns', () => {
+describe('reservations (timer place, owner, connection list) in records apart from the job columns', () => {
   it('take as many records as jobs reserved at once, reused, and drop back when the engine empties', () => {
     const e = new Engine({ initialSlots: 64 });
     const body = new Uint8Array(10);
-    const empty = e.memoryStats().reservationBytes;
+    const empty = e.memoryStats().recordBytes;
     for (let id = 1; id <= 3000; id++) e.put(1, id, 0, 0, 60, body, 0);
     for (let i = 0; i < 1000; i++) expect(e.reserveBest([1], 1, 1 + (i % 3), 0)).toBe(i + 1);
     e.invariants();
-    const held = e.memoryStats().reservationBytes;
+    const held = e.memoryStats().recordBytes;
     expect(held).toBeGreaterThanOrEqual(1000 * 16); // owner, list links, timer heap place
     expect(held).toBeLessThanOrEqual(2 * 1000 * 16);
     expect(e.releaseConn(2, 0)).toBe(333);
     for (let i = 0; i < 333; i++) expect(e.reserveBest([1], 1, 4, 0)).toBeGreaterThan(0); // the freed records again
-    expect(e.memoryStats().reservationBytes).toBe(held);
+    expect(e.memoryStats().recordBytes).toBe(held);
     e.invariants();
     for (const c of [1, 3, 4]) e.releaseConn(c, 0);
     for (let id = 1; id <= 3000; id++) expect(e.deleteJob(id, 0)).toBe(1);
-    expect(e.memoryStats().reservationBytes).toBe(empty);
+    expect(e.memoryStats().recordBytes).toBe(empty);
     e.invariants();
   });
 });
 
-describe('side records (delayed and buried jobs) apart from the job columns', () => {
+describe('side records (delayed and buried jobs) in the same record array', () => {
   it('take as many records as jobs delayed or buried at once, none for ready jobs, reused, and drop back when the engine empties', () => {
     const e = new Engine({ initialSlots: 64 });
     const body = new Uint8Array(10);
-    const empty = e.memoryStats().sideRecordBytes;
+    const empty = e.memoryStats().recordBytes;
     for (let id = 1; id <= 3000; id++) e.put(1, id, 0, 0, 60, body, 0);
-    expect(e.memoryStats().sideRecordBytes).toBe(empty); // ready jobs hold none
+    expect(e.memoryStats().recordBytes).toBe(empty); // ready jobs hold none
     for (let id = 3001; id <= 3600; id++) e.put(1, id, 0, 100, 60, body, 0);
     for (let id = 1; id <= 400; id++) {
       expect(e.reserveJob(id, 1, 0)).toBe(true);
       expect(e.bury(id, 1, 0)).toBe(true);
     }
     e.invariants();
-    const held = e.memoryStats().sideRecordBytes;
+    const held = e.memoryStats().recordBytes;
     expect(held).toBeGreaterThanOrEqual(1000 * 8); // two places, or two links
     expect(held).toBeLessThanOrEqual(2 * 1000 * 8);
     expect(e.kick(1, 400, 0)).toBe(400);
     for (let id = 4001; id <= 4400; id++) e.put(1, id, 0, 100, 60, body, 0); // the freed records again
-    expect(e.memoryStats().sideRecordBytes).toBe(held);
+    expect(e.memoryStats().recordBytes).toBe(held);
     e.invariants();
     for (const id of [...Array.from({ length: 3600 }, (_, i) => i + 1), ...Array.from({ length: 400 }, (_, i) => 4001 + i)]) expect(e.deleteJob(id, 0)).toBe(1);
-    expect(e.memoryStats().sideRecordBytes).toBe(empty);
+    expect(e.memoryStats().recordBytes).toBe(empty);
     e.invariants();
   });
 });

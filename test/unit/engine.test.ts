@@ -396,6 +396,8 @@ describe('Engine: a job\'s record follows its state', () => {
     expect(e.bury(21, 9, 10)).toBe(true); // BURIED neighbour
     e.put(0, 22, 10, 0, 30, b, T0);
     expect(e.reserveJob(22, 9, T0)).toBe(true); // RESERVED neighbour, TTR end T0 + 30 s
+    e.put(0, 23, 10, 0, 100, b, T0);
+    expect(e.reserveJob(23, 1, T0)).toBe(true); // held by the same connection, TTR end T0 + 100 s
 
     // READY -> RESERVED
     e.put(0, 5, 1, 0, 7, b, T0);
@@ -412,7 +414,7 @@ describe('Engine: a job\'s record follows its state', () => {
     expect(jobStats(e, 5, T0 + 3000)).toMatchObject({ state: DELAYED, delay: 3, timeLeft: 2, releases: 1 });
     expect(e.peekDelayed(0)).toBe(5); // before job 20 (T0 + 50 s)
     expect(e.nextDeadline()).toBe(T0 + 6000);
-    expect(e.heldDeadline(1)).toBe(Infinity);
+    expect(e.heldDeadline(1)).toBe(T0 + 100_000); // 23 still held
 
     // DELAYED -> READY (kick; buried 21 is not in the way of kick-job)
     expect(e.kickJob(5, T0 + 4000)).toBe(true);
@@ -454,10 +456,13 @@ describe('Engine: a job\'s record follows its state', () => {
     expect(jobStats(e, 20, T0 + 12_000)).toMatchObject({ state: DELAYED, timeLeft: 37 });
     expect(e.tick(T0 + 30_000, sink)).toBe(T0 + 50_000);
     expect(sink.events).toEqual(['timedOut 5 1 3', 'timedOut 22 9 1']);
-    expect(e.tick(T0 + 50_000, sink)).toBe(Infinity);
+    expect(e.tick(T0 + 50_000, sink)).toBe(T0 + 100_000);
     expect(e.state(20)).toBe(READY);
     expect(e.expire(22, 9, 1)).toBe(0);
-    for (const id of [1, 2, 3, 4, 5, 20, 21, 22]) expect(e.deleteJob(id, 0)).toBe(0);
+    expect(jobStats(e, 23, T0 + 50_000)).toMatchObject({ state: RESERVED, timeLeft: 49, timeouts: 0 });
+    expect(e.releaseConn(1, T0 + 50_000)).toBe(1);
+    expect(e.nextDeadline()).toBe(Infinity);
+    for (const id of [1, 2, 3, 4, 5, 20, 21, 22, 23]) expect(e.deleteJob(id, 0)).toBe(0);
     expect(e.size).toBe(0);
   };
 

@@ -9,8 +9,8 @@
 // by (deadline, id) holds every DELAYED job (deadline = ready-at) and every RESERVED job until its
 // TTR runs out (deadline = TTR expiry; past it, the job stays RESERVED, its timer place NIL, until
 // expire()). A READY job needs nothing but `pos`, so the rest lives in records only the other
-// states hold, named by `pos`: a RESERVED job's reservation (owner, links in the connection's
-// list, timer place), a DELAYED job's side record (delay heap and timer places) and a BURIED
+// states hold, which `pos` names: a RESERVED job's reservation (timer place, owner, links in the
+// connection's list), a DELAYED job's side record (timer and delay heap places) and a BURIED
 // job's side record (links in its tube's FIFO). Bodies live in the slab BodyStore.
 
 import { ColumnBlock, growF64, growI32, OFFSET_MAX, OffsetColumn, release, U16Column } from './columns.ts';
@@ -44,11 +44,17 @@ export const TUBE_STATS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', '
 export const TOTALS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', 'current-jobs-reserved', 'current-jobs-delayed', 'current-jobs-buried', 'job-timeouts'] as const;
 
 const NIL = -1;
-// A reservation (RESERVED jobs): owner, previous and next slot in its list, place in the timer heap.
-const RES_FIELDS = 4, RES_CONN = 0, RES_PREV = 1, RES_NEXT = 2, RES_TIMER = 3;
-// A side record: DELAYED, place in the tube's delay heap and in the timer heap; BURIED, previous
-// and next slot in the tube's buried FIFO. A free one's first field chains the free ones.
-const SIDE_FIELDS = 2, SIDE_HEAP = 0, SIDE_TIMER = 1, SIDE_PREV = 0, SIDE_NEXT = 1;
+// Records of the jobs that are not READY, in one Int32Array, each named by its first element's
+// index. Both kinds start with the place in the timer heap (NIL: not in it), so the timer heap's
+// SetPos needs no job state. A free record's first element chains the free ones of its kind.
+//   a reservation (RESERVED): timer place, owner, previous and next slot in the owner's list;
+//   a side record: DELAYED, timer place and place in the tube's delay heap; BURIED, previous and
+//   next slot in the tube's buried FIFO.
+const REC_TIMER = 0, REC_FREE_NEXT = 0;
+const RES_FIELDS = 4, RES_CONN = 1, RES_PREV = 2, RES_NEXT = 3;
+const SIDE_FIELDS = 2, SIDE_HEAP = 1, SIDE_PREV = 0, SIDE_NEXT = 1;
+/** Elements of the record array an engine starts with (and shrinks back to). */
+const REC_INITIAL = 64;
 const EMPTY = new Uint8Array(0);
 const NO_CELLS = new Int32Array(0);
 /** A drained engine lays its columns out again at their first size if they grew past this many times it. */
@@ -115,15 +121,13 @@ export class Engine {
   //   BURIED    pos: its side record (previous and next in the tube's buried FIFO)
   //   free      pos: next free slot
   private pos: Int32Array = new Int32Array(0);
-  // Reservations, RES_FIELDS ints each; a free one's RES_NEXT chains the free ones. As many as
-  // jobs reserved at once, not one per job.
-  private res: Int32Array = new Int32Array(RES_FIELDS * 16);
+  // Reservations (RES_FIELDS ints) and side records (SIDE_FIELDS ints), as many of each as jobs
+  // reserved, or delayed and buried, at once: not one per job. Elements [0, recHwm) are in use or
+  // on a free list (resFree, sideFree: each kind reuses its own).
+  private rec: Int32Array = new Int32Array(REC_INITIAL);
+  private recHwm = 0;
   private resFree = NIL;
-  private resHwm = 0;
-  // Side records, SIDE_FIELDS ints each, as many as jobs delayed or buried at once.
-  private side: Int32Array = new Int32Array(SIDE_FIELDS * 16);
   private sideFree = NIL;
-  private sideHwm = 0;
   // Write-ahead log segment holding the job's FULL record (0: none); allocated on the first
   // setFile, so an engine without a log never pays for it.
   private fileSeq: Int32Array = new Int32Array(0);
@@ -185,13 +189,12 @@ export class Engine {
     this.pos[s] = p;
   };
   private readonly setDelayPos = (s: number, p: number): void => {
-    this.side[this.pos[s] * SIDE_FIELDS + SIDE_HEAP] = p;
+    this.rec[this.pos[s] + SIDE_HEAP] = p;
   };
-  // The timer heap holds RESERVED and DELAYED slots: jobState must name the record pos points at
-  // (set before the push, changed only after the removal).
+  // The timer heap holds RESERVED and DELAYED slots, whose pos names a record from before the
+  // push until after the removal.
   private readonly setTimerPos = (s: number, p: number): void => {
-    if (this.jobState[s] === RESERVED) this.res[this.pos[s] * RES_FIELDS + RES_TIMER] = p;
-    else this.side[this.pos[s] * SIDE_FIELDS + SIDE_TIMER] = p;
+    this.rec[this.pos[s] + REC_TIMER] = p;
   };
 
   constructor(opts: EngineOptions = {}) {
@@ -731,15 +734,14 @@ export class Engine {
   }
 
   /** Memory held by this engine's structures, in bytes (for stats and tests). */
-  memoryStats(): { jobs: number; slots: number; columnBytes: number; idTableBytes: number; timerHeapBytes: number; reservationBytes: number; sideRecordBytes: number; bodyHeldBytes: number; bodyLiveBytes: number; bodyCompactions: number } {
+  memoryStats(): { jobs: number; slots: number; columnBytes: number; idTableBytes: number; timerHeapBytes: number; recordBytes: number; bodyHeldBytes: number; bodyLiveBytes: number; bodyCompactions: number } {
     return {
       jobs: this.live,
       slots: this.cap,
       columnBytes: this.cap * COLUMN_BYTES_PER_SLOT + this.fileSeq.byteLength + this.bodies.slotBytes,
       idTableBytes: this.index.bytes,
       timerHeapBytes: this.timers.items.byteLength,
-      reservationBytes: this.res.byteLength,
-      sideRecordBytes: this.side.byteLength,
+      recordBytes: this.rec.byteLength,
       bodyHeldBytes: this.bodies.heldBytes,
       bodyLiveBytes: this.bodies.liveBytes,
       bodyCompactions: this.bodies.compactions,
@@ -829,7 +831,13 @@ export class Engine {
     let live = 0;
     const counts = [0, 0, 0, 0, 0, 0];
     let urgent = 0;
-    const sideOf = new Map<number, number>(); // side record -> slot
+    const recOf = new Int32Array(this.recHwm).fill(NIL); // record element -> slot holding it (or -2: free)
+    const held = (r: number, fields: number, s: number): void => {
+      for (let i = r; i < r + fields; i++) {
+        if (recOf[i] !== NIL) fail(`record element ${i} held by ${s === -2 ? 'the free list' : `slot ${s}`} and ${recOf[i] === -2 ? 'the free list' : `slot ${recOf[i]}`}`);
+        recOf[i] = s;
+      }
+    };
     for (let s = 0; s < this.hwm; s++) {
       const st = this.jobState[s];
       if (st === 0) continue;
@@ -852,18 +860,18 @@ export class Engine {
           urgent++;
         }
       } else if (st === DELAYED || st === BURIED) {
-        if (p < 0 || p >= this.sideHwm) fail(`${st === DELAYED ? 'delayed' : 'buried'} slot ${s} side record ${p}`);
-        if (sideOf.has(p)) fail(`side record ${p} held by slots ${sideOf.get(p)} and ${s}`);
-        sideOf.set(p, s);
+        if (p < 0 || p + SIDE_FIELDS > this.recHwm) fail(`${st === DELAYED ? 'delayed' : 'buried'} slot ${s} side record ${p}`);
+        held(p, SIDE_FIELDS, s);
         if (st === DELAYED) {
-          const hp = this.side[p * SIDE_FIELDS + SIDE_HEAP];
-          const tp = this.side[p * SIDE_FIELDS + SIDE_TIMER];
+          const hp = this.rec[p + SIDE_HEAP];
+          const tp = this.rec[p + REC_TIMER];
           if (tube.delay.items[hp] !== s || hp < 0 || hp >= tube.delay.size) fail(`delayed slot ${s} delay heap place ${hp}`);
           if (this.timers.items[tp] !== s || tp < 0 || tp >= this.timers.size) fail(`delayed slot ${s} timer place ${tp}`);
         }
       } else if (st === RESERVED) {
-        if (p < 0 || p >= this.resHwm || this.res[p * RES_FIELDS + RES_CONN] <= 0) fail(`reserved slot ${s} has no owner (${p})`);
-        const tp = this.res[p * RES_FIELDS + RES_TIMER];
+        if (p < 0 || p + RES_FIELDS > this.recHwm || this.rec[p + RES_CONN] <= 0) fail(`reserved slot ${s} has no owner (${p})`);
+        held(p, RES_FIELDS, s);
+        const tp = this.rec[p + REC_TIMER];
         if (tp === NIL) counts[5]++; // expired, waiting for expire()
         else if (this.timers.items[tp] !== s || tp < 0 || tp >= this.timers.size) fail(`reserved slot ${s} timer place ${tp}`);
       }
@@ -888,7 +896,7 @@ export class Engine {
       ['timer heap', this.timers.size, counts[DELAYED] + counts[RESERVED] - counts[5]],
     ];
     for (const [name, have, want] of cmp) if (have !== want) fail(`${name} count ${have}, found ${want}`);
-    this.timers.check((s) => (this.jobState[s] === RESERVED ? this.timerOfReserved(s) : this.side[this.pos[s] * SIDE_FIELDS + SIDE_TIMER]), 'timer heap');
+    this.timers.check((s) => this.rec[this.pos[s] + REC_TIMER], 'timer heap');
 
     for (const t of this.tubes.values()) {
       const c = per.get(t.id) ?? [0, 0, 0, 0, 0];
@@ -901,12 +909,12 @@ export class Engine {
       ];
       for (const [name, have, want] of tc) if (have !== want) fail(`tube ${t.id} ${name} ${have}, found ${want}`);
       t.ready.check((s) => this.pos[s], `tube ${t.id} ready heap`);
-      t.delay.check((s) => this.side[this.pos[s] * SIDE_FIELDS + SIDE_HEAP], `tube ${t.id} delay heap`);
+      t.delay.check((s) => this.rec[this.pos[s] + SIDE_HEAP], `tube ${t.id} delay heap`);
       let n = 0;
       let last = NIL;
       for (let s = t.buriedHead; s !== NIL; s = this.buriedNext(s)) {
         if (this.jobState[s] !== BURIED || this.tube.get(s) !== t.idx) fail(`tube ${t.id} buried list holds slot ${s}`);
-        if (this.side[this.pos[s] * SIDE_FIELDS + SIDE_PREV] !== last) fail(`tube ${t.id} buried list prev link at ${s}`);
+        if (this.rec[this.pos[s] + SIDE_PREV] !== last) fail(`tube ${t.id} buried list prev link at ${s}`);
         if (++n > t.buried) fail(`tube ${t.id} buried list longer than ${t.buried}`);
         last = s;
       }
@@ -924,21 +932,19 @@ export class Engine {
       let last = NIL;
       for (let s = head; s !== NIL; s = this.resNext(s)) {
         if (this.jobState[s] !== RESERVED || this.ownerOf(s) !== conn) fail(`conn ${conn} list holds slot ${s}`);
-        if (this.res[this.pos[s] * RES_FIELDS + RES_PREV] !== last) fail(`conn ${conn} list prev link at ${s}`);
+        if (this.rec[this.pos[s] + RES_PREV] !== last) fail(`conn ${conn} list prev link at ${s}`);
         if (++reserved > this.reservedCt) fail('conn lists longer than reserved count');
         last = s;
       }
     }
     if (reserved !== this.reservedCt) fail(`conn lists hold ${reserved}, reserved ${this.reservedCt}`);
-    let freeRes = 0;
-    for (let r = this.resFree; r !== NIL; r = this.res[r * RES_FIELDS + RES_NEXT]) if (++freeRes > this.resHwm) fail('free reservation cycle');
-    if (freeRes + reserved !== this.resHwm) fail(`${freeRes} free + ${reserved} reservations != ${this.resHwm}`);
-    let freeSide = 0;
-    for (let r = this.sideFree; r !== NIL; r = this.side[r * SIDE_FIELDS]) {
-      if (sideOf.has(r)) fail(`side record ${r} both free and held by slot ${sideOf.get(r)}`);
-      if (++freeSide > this.sideHwm) fail('free side record cycle');
+    for (const [head, fields] of [[this.resFree, RES_FIELDS], [this.sideFree, SIDE_FIELDS]]) {
+      for (let r = head; r !== NIL; r = this.rec[r + REC_FREE_NEXT]) {
+        if (r < 0 || r + fields > this.recHwm) fail(`free record ${r} out of range`);
+        held(r, fields, -2); // fails on a cycle too
+      }
     }
-    if (freeSide + sideOf.size !== this.sideHwm) fail(`${freeSide} free + ${sideOf.size} side records != ${this.sideHwm}`);
+    for (let i = 0; i < this.recHwm; i++) if (recOf[i] === NIL) fail(`record element ${i} neither held nor free`);
     this.bodies.check(live);
   }
 
@@ -981,37 +987,42 @@ export class Engine {
 
   /** The connection holding RESERVED slot `s`. */
   private ownerOf(s: number): number {
-    return this.res[this.pos[s] * RES_FIELDS + RES_CONN];
+    return this.rec[this.pos[s] + RES_CONN];
   }
 
   /** The next slot in the reserved list of RESERVED slot `s`'s owner. */
   private resNext(s: number): number {
-    return this.res[this.pos[s] * RES_FIELDS + RES_NEXT];
+    return this.rec[this.pos[s] + RES_NEXT];
   }
 
   /** RESERVED slot `s`'s place in the timer heap; NIL once its TTR ran out. */
   private timerOfReserved(s: number): number {
-    return this.res[this.pos[s] * RES_FIELDS + RES_TIMER];
+    return this.rec[this.pos[s] + REC_TIMER];
   }
 
   /** The next slot in BURIED slot `s`'s tube FIFO. */
   private buriedNext(s: number): number {
-    return this.side[this.pos[s] * SIDE_FIELDS + SIDE_NEXT];
+    return this.rec[this.pos[s] + SIDE_NEXT];
   }
 
   private allocSide(): number {
-    let r = this.sideFree;
-    if (r !== NIL) this.sideFree = this.side[r * SIDE_FIELDS];
-    else {
-      r = this.sideHwm++;
-      if (r * SIDE_FIELDS === this.side.length) this.side = growI32(this.side, this.side.length * 2);
-    }
+    const r = this.sideFree;
+    if (r === NIL) return this.newRecord(SIDE_FIELDS);
+    this.sideFree = this.rec[r + REC_FREE_NEXT];
     return r;
   }
 
   private freeSide(r: number): void {
-    this.side[r * SIDE_FIELDS] = this.sideFree;
+    this.rec[r + REC_FREE_NEXT] = this.sideFree;
     this.sideFree = r;
+  }
+
+  /** A record of `fields` elements past the last one handed out. */
+  private newRecord(fields: number): number {
+    const r = this.recHwm;
+    this.recHwm += fields;
+    if (this.recHwm > this.rec.length) this.rec = growI32(this.rec, this.rec.length * 2);
+    return r;
   }
 
   private kickSlot(s: number, t: Tube): void {
@@ -1056,8 +1067,8 @@ export class Engine {
 
   private leaveDelayed(s: number, t: Tube): void {
     const r = this.pos[s];
-    t.delay.removeAt(this.side[r * SIDE_FIELDS + SIDE_HEAP]);
-    this.timers.removeAt(this.side[r * SIDE_FIELDS + SIDE_TIMER]);
+    t.delay.removeAt(this.rec[r + SIDE_HEAP]);
+    this.timers.removeAt(this.rec[r + REC_TIMER]);
     this.freeSide(r);
     this.pos[s] = NIL;
     this.delayedCt--;
@@ -1069,18 +1080,14 @@ export class Engine {
     this.counts.inc(s, C_RESERVES);
     // A reservation, pushed on the front of the connection's list.
     let r = this.resFree;
-    if (r !== NIL) this.resFree = this.res[r * RES_FIELDS + RES_NEXT];
-    else {
-      r = this.resHwm++;
-      if (r * RES_FIELDS === this.res.length) this.res = growI32(this.res, this.res.length * 2);
-    }
-    const res = this.res;
+    if (r !== NIL) this.resFree = this.rec[r + REC_FREE_NEXT];
+    else r = this.newRecord(RES_FIELDS);
+    const rec = this.rec;
     const head = this.connHead.get(conn) ?? NIL;
-    const at = r * RES_FIELDS;
-    res[at + RES_CONN] = conn;
-    res[at + RES_PREV] = NIL;
-    res[at + RES_NEXT] = head;
-    if (head !== NIL) res[this.pos[head] * RES_FIELDS + RES_PREV] = s;
+    rec[r + RES_CONN] = conn;
+    rec[r + RES_PREV] = NIL;
+    rec[r + RES_NEXT] = head;
+    if (head !== NIL) rec[this.pos[head] + RES_PREV] = s;
     this.pos[s] = r;
     this.timers.push(s); // after pos names the reservation: the push writes its place there
     this.connHead.set(conn, s);
@@ -1089,18 +1096,17 @@ export class Engine {
   }
 
   private leaveReserved(s: number, t: Tube): void {
-    const res = this.res;
     const r = this.pos[s];
-    const at = r * RES_FIELDS;
-    const tp = res[at + RES_TIMER];
+    const tp = this.rec[r + REC_TIMER];
     if (tp !== NIL) this.timers.removeAt(tp);
     else this.expiredCt--;
-    const p = res[at + RES_PREV];
-    const n = res[at + RES_NEXT];
-    if (p !== NIL) res[this.pos[p] * RES_FIELDS + RES_NEXT] = n;
-    else this.connHead.set(res[at + RES_CONN], n);
-    if (n !== NIL) res[this.pos[n] * RES_FIELDS + RES_PREV] = p;
-    res[at + RES_NEXT] = this.resFree;
+    const rec = this.rec;
+    const p = rec[r + RES_PREV];
+    const n = rec[r + RES_NEXT];
+    if (p !== NIL) rec[this.pos[p] + RES_NEXT] = n;
+    else this.connHead.set(rec[r + RES_CONN], n);
+    if (n !== NIL) rec[this.pos[n] + RES_PREV] = p;
+    rec[r + REC_FREE_NEXT] = this.resFree;
     this.resFree = r;
     this.pos[s] = NIL;
     t.reserved--;
@@ -1114,10 +1120,10 @@ export class Engine {
     if (this.buryStamp === OFFSET_MAX) this.renumberBuried();
     this.deadline.setRaw(s, ++this.buryStamp);
     const r = this.allocSide();
-    this.side[r * SIDE_FIELDS + SIDE_PREV] = t.buriedTail;
-    this.side[r * SIDE_FIELDS + SIDE_NEXT] = NIL;
+    this.rec[r + SIDE_PREV] = t.buriedTail;
+    this.rec[r + SIDE_NEXT] = NIL;
     this.pos[s] = r;
-    if (t.buriedTail !== NIL) this.side[this.pos[t.buriedTail] * SIDE_FIELDS + SIDE_NEXT] = s;
+    if (t.buriedTail !== NIL) this.rec[this.pos[t.buriedTail] + SIDE_NEXT] = s;
     else t.buriedHead = s;
     t.buriedTail = s;
     t.buried++;
@@ -1125,13 +1131,13 @@ export class Engine {
   }
 
   private leaveBuried(s: number, t: Tube): void {
-    const side = this.side;
+    const rec = this.rec;
     const r = this.pos[s];
-    const p = side[r * SIDE_FIELDS + SIDE_PREV];
-    const n = side[r * SIDE_FIELDS + SIDE_NEXT];
-    if (p !== NIL) side[this.pos[p] * SIDE_FIELDS + SIDE_NEXT] = n;
+    const p = rec[r + SIDE_PREV];
+    const n = rec[r + SIDE_NEXT];
+    if (p !== NIL) rec[this.pos[p] + SIDE_NEXT] = n;
     else t.buriedHead = n;
-    if (n !== NIL) side[this.pos[n] * SIDE_FIELDS + SIDE_PREV] = p;
+    if (n !== NIL) rec[this.pos[n] + SIDE_PREV] = p;
     else t.buriedTail = p;
     this.freeSide(r);
     this.pos[s] = NIL;
@@ -1205,12 +1211,10 @@ export class Engine {
       c.reset();
     }
     this.pos = new Int32Array(0);
-    this.res = new Int32Array(RES_FIELDS * 16); // no job is reserved, delayed or buried
+    this.rec = new Int32Array(REC_INITIAL); // no job is reserved, delayed or buried
+    this.recHwm = 0;
     this.resFree = NIL;
-    this.resHwm = 0;
-    this.side = new Int32Array(SIDE_FIELDS * 16);
     this.sideFree = NIL;
-    this.sideHwm = 0;
     this.jobState = new Uint8Array(0);
     this.counts.adopt(new Uint16Array(0));
     this.bodies.dropSlots();
