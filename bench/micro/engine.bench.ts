@@ -1,5 +1,6 @@
 // Micro-benchmark of the shard engine: put+reserveBest+deleteJob cycles/s (empty queue and with a
-// 10k-job backlog so the heaps have depth) and raw IndexHeap push+pop/s.
+// 10k-job backlog so the heaps have depth), a cycle through the delayed and buried states, and raw
+// IndexHeap push+pop/s.
 // Run: node_modules/.bin/node bench/micro/engine.bench.ts   (or via run({ quick }) from a test)
 
 import { Bench } from 'tinybench';
@@ -42,6 +43,30 @@ export async function run({ quick }: { quick: boolean }): Promise<EngineBenchRes
   const loaded = new Engine();
   for (let i = 0; i < BACKLOG; i++) loaded.put(0, nextId++, 2000 + (i % 97), 0, 60, body, Date.now());
   bench.add(`engine put+reserve+delete (${BACKLOG / 1000}k backlog, same pri)`, () => cycle(loaded, 2000));
+
+  // The other states' path: delayed, kicked, reserved, buried, kicked, reserved, deleted (the
+  // delay heap, timer heap, buried FIFO and their records), beside a delayed and buried backlog.
+  const moved = new Engine();
+  for (let i = 0; i < BACKLOG; i++) moved.put(0, nextId++, 2000, 100, 60, body, Date.now());
+  for (let i = 0; i < BACKLOG; i++) {
+    const id = nextId++;
+    moved.put(0, id, 2000, 0, 60, body, Date.now());
+    moved.reserveJob(id, 2, Date.now());
+    moved.bury(id, 2, 2000);
+  }
+  bench.add(`engine put delayed+kick+reserve+bury+kick+reserve+delete (${BACKLOG / 1000}k delayed, ${BACKLOG / 1000}k buried)`, () => {
+    const now = Date.now();
+    for (let i = 0; i < BATCH; i++) {
+      const id = nextId++;
+      moved.put(0, id, 100, 5, 60, body, now);
+      moved.kickJob(id, now);
+      moved.reserveJob(id, 1, now);
+      moved.bury(id, 1, 100);
+      moved.kickJob(id, now);
+      moved.reserveJob(id, 1, now);
+      moved.deleteJob(id, 1);
+    }
+  });
 
   // Heap alone: keys in a column, BACKLOG elements resident, push+pop BATCH random keys.
   const n = BACKLOG + BATCH;

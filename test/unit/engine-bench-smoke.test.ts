@@ -9,6 +9,7 @@ it('engine micro-benchmark runs in quick mode and reports results', async () => 
   expect(results.map((r) => r.name)).toEqual([
     expect.stringContaining('put+reserve+delete'),
     expect.stringContaining('put+reserve+delete'),
+    expect.stringContaining('put delayed+kick+reserve+bury'),
     expect.stringContaining('heap push+pop'),
   ]);
   for (const r of results) {
