@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startServer } from '../../src/server.ts';
 import { waitUntil } from '../support/harness.ts';
+import { freePort } from '../support/servers.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/shardstalk.js', import.meta.url));
 const MIB = 1024 * 1024;
@@ -18,15 +19,6 @@ const MIB = 1024 * 1024;
 function rss(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return Number(m?.[1] ?? NaN) * 1024;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** One connection: sends `data`, resolves with what came back once `lines` lines did. */

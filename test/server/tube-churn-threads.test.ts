@@ -8,7 +8,7 @@
 import { afterEach, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
-import { waitUntil } from '../support/harness.ts';
+import { parseYamlList, waitUntil } from '../support/harness.ts';
 import { mulberry32 as random } from '../support/prng.ts';
 
 const NAME_BYTES = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/;.$_()-';
@@ -26,11 +26,6 @@ function pool(rand: () => number): string[] {
     if (name !== 'default') out.add(name);
   }
   return [...out];
-}
-
-function yamlList(reply: string): string[] {
-  const body = reply.slice(reply.indexOf('\r\n') + 2, -2);
-  return body.split('\n').filter((l) => l.startsWith('- ')).map((l) => l.slice(2));
 }
 
 const servers: RunningServer[] = [];
@@ -71,7 +66,7 @@ it('tubes made and dropped on every connection thread at once keep their names',
     clients.push(c);
     const r = random(2000 + k);
     while (writing) {
-      for (const name of yamlList(await c.request('list-tubes'))) {
+      for (const name of parseYamlList(await c.request('list-tubes'))) {
         expect(known.has(name), `listed a tube never made: ${JSON.stringify(name)}`).toBe(true);
         seen.add(name);
       }
@@ -111,7 +106,7 @@ it('tubes made and dropped on every connection thread at once keep their names',
   const compactions = heap.nameHeap.compactions;
   for (let j = 0; j < 400 && heap.nameHeap.compactions === compactions; j++) await watch(name(`M${j}-`, 100));
   expect(heap.nameHeap.compactions, 'a compaction of the names').toBeGreaterThan(compactions);
-  expect(yamlList(await a.request('list-tubes-watched')).sort()).toEqual([...watched].sort());
+  expect(parseYamlList(await a.request('list-tubes-watched')).sort()).toEqual([...watched].sort());
   for (const n of watched) expect(await a.request(`stats-tube ${n}`)).toContain(`\nname: ${n}\n`);
   for (const n of watched) if (n !== 'default') expect(await a.request(`ignore ${n}`)).toMatch(/^WATCHING \d+\r\n$/);
 
@@ -123,5 +118,5 @@ it('tubes made and dropped on every connection thread at once keep their names',
   expect(seen.size).toBeGreaterThan(POOL / 2); // the listers did see the churn
   const c = await connect(s.port);
   clients.push(c);
-  await waitUntil('only default is left', async () => yamlList(await c.request('list-tubes')).join() === 'default');
+  await waitUntil('only default is left', async () => parseYamlList(await c.request('list-tubes')).join() === 'default');
 }, 60_000);
