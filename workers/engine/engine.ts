@@ -1005,6 +1005,18 @@ export class Engine {
     return this.rec[this.pos[s] + SIDE_NEXT];
   }
 
+  private allocRes(): number {
+    const r = this.resFree;
+    if (r === NIL) return this.newRecord(RES_FIELDS);
+    this.resFree = this.rec[r + REC_FREE_NEXT];
+    return r;
+  }
+
+  private freeRes(r: number): void {
+    this.rec[r + REC_FREE_NEXT] = this.resFree;
+    this.resFree = r;
+  }
+
   private allocSide(): number {
     const r = this.sideFree;
     if (r === NIL) return this.newRecord(SIDE_FIELDS);
@@ -1079,9 +1091,7 @@ export class Engine {
     this.deadline.set(s, nowMs + this.ttr.get(s) * 1000);
     this.counts.inc(s, C_RESERVES);
     // A reservation, pushed on the front of the connection's list.
-    let r = this.resFree;
-    if (r !== NIL) this.resFree = this.rec[r + REC_FREE_NEXT];
-    else r = this.newRecord(RES_FIELDS);
+    const r = this.allocRes();
     const rec = this.rec;
     const head = this.connHead.get(conn) ?? NIL;
     rec[r + RES_CONN] = conn;
@@ -1106,8 +1116,7 @@ export class Engine {
     if (p !== NIL) rec[this.pos[p] + RES_NEXT] = n;
     else this.connHead.set(rec[r + RES_CONN], n);
     if (n !== NIL) rec[this.pos[n] + RES_PREV] = p;
-    rec[r + REC_FREE_NEXT] = this.resFree;
-    this.resFree = r;
+    this.freeRes(r);
     this.pos[s] = NIL;
     t.reserved--;
     this.reservedCt--;
