@@ -14,12 +14,15 @@ if (dir !== undefined && process.env.NODE_COMPILE_CACHE === undefined) process.e
 // The start resolves and evaluates a hundred modules once. That makes Node's own loader functions
 // hot enough for V8's optimizing compilers (29 compilations measured), which brings 8 MiB of the
 // compilers' code pages into an idle server that never runs that code again. So the start runs on
-// the interpreter and the baseline compiler; the optimizing tiers are back once the server serves
-// (main.ts's evaluation ends once every listener is up), for the code that work makes hot.
+// the interpreter and the baseline compiler; the optimizing tiers are back once the start is over:
+// every listener up and the start's garbage collected (main.ts's `started`, a second later), for
+// the code that work makes hot. Turned on earlier, they would compile what the start's tail runs
+// while a loaded machine stretches it (seen in CI: one compilation before the start's reclaim).
 v8.setFlagsFromString('--no-maglev');
 v8.setFlagsFromString('--no-turbofan');
 try {
-  await import('../src/main.ts');
+  const main = await import('../src/main.ts');
+  await main.started;
 } finally {
   v8.setFlagsFromString('--maglev');
   v8.setFlagsFromString('--turbofan');

@@ -139,7 +139,14 @@ const server = await startServer({
 // The process's own memory policy, not the library's (startServer may run inside a test or
 // another program): after a burst, a quiet main thread gives back what V8 kept. The shard and
 // connection threads do the same for their own heaps (src/shared/reclaim.ts).
-startReclaimTimer((r) => log.debug(r, 'memory given back'), () => server.beanstalk.workDone());
+let startOver!: () => void;
+/**
+ * Settles at the main thread's first reclaim look, once the start's garbage is collected (a
+ * second after the listeners are up): bin/shardstalk.js keeps V8's optimizing compilers off until
+ * then, so nothing the start made hot is compiled before it.
+ */
+export const started = new Promise<void>((resolve) => (startOver = resolve));
+startReclaimTimer((r) => log.debug(r, 'memory given back'), () => server.beanstalk.workDone(), () => startOver());
 
 process.on('SIGUSR1', () => server.drain());
 let stopping = false;

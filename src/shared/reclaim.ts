@@ -112,15 +112,17 @@ let policy: ReclaimPolicy | null = null;
  * to do now, `busy`: it had a burst since the last look. Returns what it reclaimed, or null.
  */
 export function reclaimIfDue(quiet: boolean, busy: boolean): Reclaimed | null {
+  const now = performance.now();
   if (policy === null) {
-    policy = new ReclaimPolicy(heapBytes());
     // The start was this thread's first burst: loading and compiling its modules grew the young
     // generation (to 4 MiB for 0.6 MiB live, measured on the main thread) and left garbage. The
-    // first quiet look gives that back (the idle server: 60 -> 56.5 MiB).
-    policy.busy = true;
+    // first look gives that back (the idle server: 60 -> 56.5 MiB), quiet or not: it ends the
+    // start, which must not wait on the quiet a loaded machine may not show for a while.
+    policy = new ReclaimPolicy(heapBytes());
+    policy.check(heapBytes(), quiet, busy, now);
+  } else if (!policy.check(heapBytes(), quiet, busy, now)) {
+    return null;
   }
-  const now = performance.now();
-  if (!policy.check(heapBytes(), quiet, busy, now)) return null;
   const collect = gc();
   if (collect === null) {
     policy.done(heapBytes(), now); // nothing to do it with: do not look again until the next growth
@@ -142,9 +144,10 @@ export function isBurst(utilization: number, work: number): boolean {
  * For a thread with an event loop: looks every RECLAIM_CHECK_MS (the timer does not keep the
  * process alive) and reclaims when the loop was quiet since the last look. `work` counts what the
  * thread did (commands read, connections opened), for bursts too light on the loop to show;
- * `onReclaimed` hears of each reclaim (for the log). Returns a function that stops it.
+ * `onReclaimed` hears of each reclaim (for the log), `onLook` of each look after it. Returns a
+ * function that stops it.
  */
-export function startReclaimTimer(onReclaimed?: (r: Reclaimed) => void, work?: () => number): () => void {
+export function startReclaimTimer(onReclaimed?: (r: Reclaimed) => void, work?: () => number, onLook?: () => void): () => void {
   let last = performance.eventLoopUtilization();
   let lastWork = work?.() ?? 0;
   const timer = setInterval(() => {
@@ -156,6 +159,7 @@ export function startReclaimTimer(onReclaimed?: (r: Reclaimed) => void, work?: (
     lastWork = done;
     const r = reclaimIfDue(window.utilization < RECLAIM_QUIET_UTILIZATION, burst);
     if (r !== null) onReclaimed?.(r);
+    onLook?.();
   }, RECLAIM_CHECK_MS);
   timer.unref();
   return () => clearInterval(timer);
