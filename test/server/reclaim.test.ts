@@ -78,6 +78,32 @@ describe('memory after a burst', () => {
   }, 60_000);
 });
 
+// glibc's allocator (bin/shardstalk.js): the command replaces itself once, same pid, with one
+// arena and fixed thresholds in its environment, unless the environment already says how.
+describe("glibc's allocator", () => {
+  const environ = (pid: number): string[] => readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').filter((e) => e.startsWith('MALLOC_'));
+  async function started(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+    const port = await freePort();
+    const c = spawn(process.execPath, [BIN, '-l', '127.0.0.1', '-p', String(port), '--no-workq', '--no-http'], { stdio: ['ignore', 'ignore', 'pipe'], env });
+    child = c;
+    let log = '';
+    c.stderr!.on('data', (d) => (log += d.toString()));
+    await waitUntil('listening', () => log.includes('listening'), () => log, 10_000);
+    return c;
+  }
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('MALLOC_') && k !== 'GLIBC_TUNABLES'));
+
+  it.runIf((process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime !== undefined)('runs the server with one arena and fixed mmap and trim thresholds', async () => {
+    const c = await started(clean);
+    expect(environ(c.pid!).sort()).toEqual(['MALLOC_ARENA_MAX=1', 'MALLOC_MMAP_THRESHOLD_=131072', 'MALLOC_TRIM_THRESHOLD_=131072']);
+  });
+
+  it('leaves an environment that sets one of them as it is', async () => {
+    const c = await started({ ...clean, MALLOC_ARENA_MAX: '4' });
+    expect(environ(c.pid!)).toEqual(['MALLOC_ARENA_MAX=4']);
+  });
+});
+
 // The start (bin/shardstalk.js, src/shared/reclaim.ts): a hundred modules are loaded with V8's
 // optimizing compilers off, so their code pages stay out of an idle server, and the garbage of the
 // start is collected at the first look. The compilers stay off until then (main.ts's `started`),
@@ -112,10 +138,11 @@ describe('the start', () => {
   }, 40_000);
 });
 
-// What counts as a burst (RECLAIM_BUSY_WORK): commands read and connections opened. Thousands of
-// connections that send nothing barely show on the event loop, yet leave garbage and heap growth.
+// What counts as a burst (RECLAIM_BUSY_WORK): commands read and connections opened and closed.
+// Thousands of connections that send nothing barely show on the event loop, yet leave garbage and
+// heap growth.
 describe('the work the reclaim counts', () => {
-  it('counts the connections a thread opens as well as the commands it reads', async () => {
+  it('counts the connections a thread opens and closes as well as the commands it reads', async () => {
     const s = await startServer({ port: 0, shards: 1, logLevel: 'silent', workq: null });
     try {
       const before = s.beanstalk.workDone();
@@ -129,6 +156,8 @@ describe('the work the reclaim counts', () => {
       expect(s.beanstalk.workDone() - before).toBe(22); // one more connection, one command
       socket.destroy();
       for (const c of socks) c.destroy();
+      await waitUntil('all closed', () => s.beanstalk.connections === 0);
+      expect(s.beanstalk.workDone() - before).toBe(22 + 21); // and the 21 closes
     } finally {
       await s.close();
     }

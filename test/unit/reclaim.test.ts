@@ -5,7 +5,8 @@
 
 import { describe, expect, it } from 'vitest';
 import {
-  isBurst, RECLAIM_BUSY_UTILIZATION, RECLAIM_BUSY_WORK, RECLAIM_GROWTH_BYTES, RECLAIM_MIN_INTERVAL_MS, ReclaimPolicy, reclaimIfDue,
+  BurstMeter, isBurst, RECLAIM_BUSY_UTILIZATION, RECLAIM_BUSY_WORK, RECLAIM_GROWTH_BYTES, RECLAIM_MIN_INTERVAL_MS,
+  RECLAIM_QUIET_UTILIZATION, ReclaimPolicy, reclaimIfDue,
 } from '../../src/shared/reclaim.ts';
 
 const MIB = 1024 * 1024;
@@ -53,6 +54,25 @@ describe('isBurst', () => {
     expect(isBurst(0.05, RECLAIM_BUSY_WORK)).toBe(true);
     expect(isBurst(RECLAIM_BUSY_UTILIZATION - 0.01, RECLAIM_BUSY_WORK - 1)).toBe(false);
     expect(isBurst(0.01, 1000)).toBe(false); // a steady light load
+  });
+});
+
+describe('BurstMeter', () => {
+  it('counts the work of a run of busy windows together: 5,000 connections over three windows are a burst', () => {
+    const m = new BurstMeter(0);
+    expect(m.look(0.2, 2000)).toEqual({ quiet: false, burst: false });
+    expect(m.look(0.2, 4000)).toEqual({ quiet: false, burst: false });
+    expect(m.look(0.05, RECLAIM_BUSY_WORK)).toEqual({ quiet: true, burst: true }); // the run ends with its last part
+    expect(m.look(0.01, RECLAIM_BUSY_WORK)).toEqual({ quiet: true, burst: false }); // and starts again
+  });
+
+  it('never calls a steady light load a burst, however long it runs: each quiet window starts the count again', () => {
+    const m = new BurstMeter(0);
+    let work = 0;
+    for (let i = 0; i < 600; i++) {
+      work += RECLAIM_BUSY_WORK - 1;
+      expect(m.look(RECLAIM_QUIET_UTILIZATION - 0.01, work)).toEqual({ quiet: true, burst: false });
+    }
   });
 });
 
