@@ -10,11 +10,12 @@ import v8 from 'node:v8';
 // process replaces itself once (execve: same pid, same descriptors) with them in its environment.
 // By default each thread that mallocs (V8's compiler and GC helpers, shard threads) gets an arena
 // of its own, and a burst's freed memory stays resident in them: 25 MiB of arenas after 50,000
-// tubes were made and emptied, measured. One arena, and fixed mmap and trim thresholds (the
-// default ones, which glibc otherwise raises after the first large free), give most of it back:
-// RSS after that burst 87 -> 80 MiB, after a 200,000-job drain 83 -> 75 MiB; throughput within
-// noise (bench/RESULTS.md). An environment that sets any of them (or GLIBC_TUNABLES) is left as it is.
-const MALLOC_ENV = { MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_TRIM_THRESHOLD_: '131072' };
+// tubes were made and emptied, measured. One arena, blocks of 32 KiB and more mapped on their own
+// (returned when freed, rather than left as holes in the arena), and both thresholds fixed (glibc
+// otherwise raises them after the first large free) give most of it back: RSS after that burst
+// 79-91 MiB -> 79-82, after a 200,000-job drain 83 -> 75 MiB; throughput within noise
+// (bench/RESULTS.md). An environment that sets any of them (or GLIBC_TUNABLES) is left as it is.
+const MALLOC_ENV = { MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '32768', MALLOC_TRIM_THRESHOLD_: '131072' };
 if (
   process.platform === 'linux' && typeof process.execve === 'function' && process.env.GLIBC_TUNABLES === undefined &&
   Object.keys(MALLOC_ENV).every((k) => process.env[k] === undefined) &&

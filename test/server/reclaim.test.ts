@@ -93,9 +93,9 @@ describe("glibc's allocator", () => {
   }
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('MALLOC_') && k !== 'GLIBC_TUNABLES'));
 
-  it.runIf((process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime !== undefined)('runs the server with one arena and fixed mmap and trim thresholds', async () => {
+  it.runIf((process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime !== undefined)('runs the server with one arena, a 32 KiB mmap threshold and a fixed trim threshold', async () => {
     const c = await started(clean);
-    expect(environ(c.pid!).sort()).toEqual(['MALLOC_ARENA_MAX=1', 'MALLOC_MMAP_THRESHOLD_=131072', 'MALLOC_TRIM_THRESHOLD_=131072']);
+    expect(environ(c.pid!).sort()).toEqual(['MALLOC_ARENA_MAX=1', 'MALLOC_MMAP_THRESHOLD_=32768', 'MALLOC_TRIM_THRESHOLD_=131072']);
   });
 
   it('leaves an environment that sets one of them as it is', async () => {
