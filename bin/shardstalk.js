@@ -13,8 +13,8 @@ import v8 from 'node:v8';
 // tubes were made and emptied, measured. One arena, blocks of 32 KiB and more mapped on their own
 // (returned when freed, rather than left as holes in the arena), and both thresholds fixed (glibc
 // otherwise raises them after the first large free) give most of it back: RSS after that burst
-// 79-91 MiB -> 79-82, after a 200,000-job drain 83 -> 75 MiB; throughput within noise
-// (bench/RESULTS.md). An environment that sets any of them (or GLIBC_TUNABLES) is left as it is.
+// 85-88 MiB -> 77-85, after a 200,000-job drain 82 -> 71-76 MiB; throughput within noise
+// (bench/RESULTS.md, session 10). An environment that sets any of them (or GLIBC_TUNABLES) is left as it is.
 const MALLOC_ENV = { MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '32768', MALLOC_TRIM_THRESHOLD_: '131072' };
 if (
   process.platform === 'linux' && typeof process.execve === 'function' && process.env.GLIBC_TUNABLES === undefined &&

@@ -171,7 +171,7 @@ export class BurstMeter {
 /**
  * For a thread with an event loop: looks every RECLAIM_CHECK_MS (the timer does not keep the
  * process alive) and reclaims when the loop was quiet since the last look. `work` counts what the
- * thread did (commands read, connections opened), for bursts too light on the loop to show;
+ * thread did (commands read, connections opened and closed), for bursts too light on the loop to show;
  * `onReclaimed` hears of each reclaim (for the log), `onLook` of each look after it. Returns a
  * function that stops it.
  */
