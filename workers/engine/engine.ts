@@ -123,11 +123,11 @@ export class Engine {
   private pos: Int32Array = new Int32Array(0);
   // Reservations (RES_FIELDS ints) and side records (SIDE_FIELDS ints), as many of each as jobs
   // reserved, or delayed and buried, at once: not one per job. Elements [0, recHwm) are in use or
-  // on a free list (resFree, sideFree: each kind reuses its own).
+  // on a free list: one per record size (recFree[fields]; RES_FIELDS and SIDE_FIELDS differ, so
+  // each kind reuses its own).
   private rec: Int32Array = new Int32Array(REC_INITIAL);
   private recHwm = 0;
-  private resFree = NIL;
-  private sideFree = NIL;
+  private readonly recFree = new Int32Array(RES_FIELDS + 1).fill(NIL);
   // Write-ahead log segment holding the job's FULL record (0: none); allocated on the first
   // setFile, so an engine without a log never pays for it.
   private fileSeq: Int32Array = new Int32Array(0);
@@ -938,8 +938,8 @@ export class Engine {
       }
     }
     if (reserved !== this.reservedCt) fail(`conn lists hold ${reserved}, reserved ${this.reservedCt}`);
-    for (const [head, fields] of [[this.resFree, RES_FIELDS], [this.sideFree, SIDE_FIELDS]]) {
-      for (let r = head; r !== NIL; r = this.rec[r + REC_FREE_NEXT]) {
+    for (const fields of [RES_FIELDS, SIDE_FIELDS]) {
+      for (let r = this.recFree[fields]; r !== NIL; r = this.rec[r + REC_FREE_NEXT]) {
         if (r < 0 || r + fields > this.recHwm) fail(`free record ${r} out of range`);
         held(r, fields, -2); // fails on a cycle too
       }
@@ -1005,28 +1005,18 @@ export class Engine {
     return this.rec[this.pos[s] + SIDE_NEXT];
   }
 
-  private allocRes(): number {
-    const r = this.resFree;
-    if (r === NIL) return this.newRecord(RES_FIELDS);
-    this.resFree = this.rec[r + REC_FREE_NEXT];
+  /** A record of `fields` elements (RES_FIELDS or SIDE_FIELDS): from that size's free list, else new. */
+  private allocRecord(fields: number): number {
+    const r = this.recFree[fields];
+    if (r === NIL) return this.newRecord(fields);
+    this.recFree[fields] = this.rec[r + REC_FREE_NEXT];
     return r;
   }
 
-  private freeRes(r: number): void {
-    this.rec[r + REC_FREE_NEXT] = this.resFree;
-    this.resFree = r;
-  }
-
-  private allocSide(): number {
-    const r = this.sideFree;
-    if (r === NIL) return this.newRecord(SIDE_FIELDS);
-    this.sideFree = this.rec[r + REC_FREE_NEXT];
-    return r;
-  }
-
-  private freeSide(r: number): void {
-    this.rec[r + REC_FREE_NEXT] = this.sideFree;
-    this.sideFree = r;
+  /** Gives record `r` of `fields` elements back to that size's free list. */
+  private freeRecord(r: number, fields: number): void {
+    this.rec[r + REC_FREE_NEXT] = this.recFree[fields];
+    this.recFree[fields] = r;
   }
 
   /** A record of `fields` elements past the last one handed out. */
@@ -1071,7 +1061,7 @@ export class Engine {
   private enterDelayedAt(s: number, t: Tube, deadlineMs: number): void {
     this.jobState[s] = DELAYED;
     this.deadline.set(s, deadlineMs);
-    this.pos[s] = this.allocSide(); // before the pushes: they write their places into it
+    this.pos[s] = this.allocRecord(SIDE_FIELDS); // before the pushes: they write their places into it
     t.delay.push(s);
     this.timers.push(s);
     this.delayedCt++;
@@ -1081,7 +1071,7 @@ export class Engine {
     const r = this.pos[s];
     t.delay.removeAt(this.rec[r + SIDE_HEAP]);
     this.timers.removeAt(this.rec[r + REC_TIMER]);
-    this.freeSide(r);
+    this.freeRecord(r, SIDE_FIELDS);
     this.pos[s] = NIL;
     this.delayedCt--;
   }
@@ -1091,7 +1081,7 @@ export class Engine {
     this.deadline.set(s, nowMs + this.ttr.get(s) * 1000);
     this.counts.inc(s, C_RESERVES);
     // A reservation, pushed on the front of the connection's list.
-    const r = this.allocRes();
+    const r = this.allocRecord(RES_FIELDS);
     const rec = this.rec;
     const head = this.connHead.get(conn) ?? NIL;
     rec[r + RES_CONN] = conn;
@@ -1116,7 +1106,7 @@ export class Engine {
     if (p !== NIL) rec[this.pos[p] + RES_NEXT] = n;
     else this.connHead.set(rec[r + RES_CONN], n);
     if (n !== NIL) rec[this.pos[n] + RES_PREV] = p;
-    this.freeRes(r);
+    this.freeRecord(r, RES_FIELDS);
     this.pos[s] = NIL;
     t.reserved--;
     this.reservedCt--;
@@ -1128,7 +1118,7 @@ export class Engine {
     // list is in stamp order, so listJobs' cursor can find its place after the job it names left).
     if (this.buryStamp === OFFSET_MAX) this.renumberBuried();
     this.deadline.setRaw(s, ++this.buryStamp);
-    const r = this.allocSide();
+    const r = this.allocRecord(SIDE_FIELDS);
     this.rec[r + SIDE_PREV] = t.buriedTail;
     this.rec[r + SIDE_NEXT] = NIL;
     this.pos[s] = r;
@@ -1148,7 +1138,7 @@ export class Engine {
     else t.buriedHead = n;
     if (n !== NIL) rec[this.pos[n] + SIDE_PREV] = p;
     else t.buriedTail = p;
-    this.freeSide(r);
+    this.freeRecord(r, SIDE_FIELDS);
     this.pos[s] = NIL;
     t.buried--;
     this.buriedCt--;
@@ -1222,8 +1212,7 @@ export class Engine {
     this.pos = new Int32Array(0);
     this.rec = new Int32Array(REC_INITIAL); // no job is reserved, delayed or buried
     this.recHwm = 0;
-    this.resFree = NIL;
-    this.sideFree = NIL;
+    this.recFree.fill(NIL);
     this.jobState = new Uint8Array(0);
     this.counts.adopt(new Uint16Array(0));
     this.bodies.dropSlots();
