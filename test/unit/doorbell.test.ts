@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { Doorbell, DOORBELL_BYTES, kSeq, kSleepingOn } from '../../src/shared/doorbell.ts';
+import { startWorker as startWorkerThread } from '../support/worker.ts';
 import {
   COUNTERS_BYTES,
   kPing,
@@ -92,12 +93,7 @@ describe('Doorbell: one thread', () => {
 });
 
 function startWorker(data: DoorbellWorkerData): { worker: Worker; result: Promise<DoorbellWorkerResult> } {
-  const worker = new Worker(new URL('./doorbell-worker.ts', import.meta.url), { workerData: data });
-  const result = new Promise<DoorbellWorkerResult>((resolve, reject) => {
-    worker.once('message', resolve);
-    worker.once('error', reject);
-    worker.once('exit', (code) => reject(new Error(`doorbell worker exited with code ${code} before reporting`)));
-  });
+  const { worker, result } = startWorkerThread<DoorbellWorkerResult>(new URL('./doorbell-worker.ts', import.meta.url), data, 'doorbell worker');
   result.catch(() => {}); // observed by the test; avoid an unhandled rejection in between
   return { worker, result };
 }

@@ -1,9 +1,10 @@
 // JobShardMap and JobIds used by several real threads at once (test/unit/jobmap-worker.ts).
 
 import { describe, expect, it } from 'vitest';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { JobShardMap, PAGE_IDS } from '../../src/route/jobmap.ts';
 import { JobIds } from '../../src/shared/jobids.ts';
+import { startWorker } from '../support/worker.ts';
 import type { JobMapWorkerData, JobMapWorkerResult } from './jobmap-worker.ts';
 
 const THREADS = 4;
@@ -18,15 +19,9 @@ async function runWorkers(job: Job, seed: number): Promise<JobMapWorkerResult[]>
   const results: Promise<JobMapWorkerResult>[] = [];
   for (let thread = 0; thread < THREADS; thread++) {
     const data: JobMapWorkerData = { kind: 'jobmap-worker', start, thread, threads: THREADS, seed: seed + thread, ...job };
-    const w = new Worker(new URL('./jobmap-worker.ts', import.meta.url), { workerData: data });
-    workers.push(w);
-    results.push(
-      new Promise<JobMapWorkerResult>((resolve, reject) => {
-        w.once('message', resolve);
-        w.once('error', reject);
-        w.once('exit', (code) => reject(new Error(`jobmap worker ${thread} exited with code ${code} before reporting`)));
-      }),
-    );
+    const { worker, result } = startWorker<JobMapWorkerResult>(new URL('./jobmap-worker.ts', import.meta.url), data, `jobmap worker ${thread}`);
+    workers.push(worker);
+    results.push(result);
   }
   try {
     const deadline = Date.now() + 20_000;

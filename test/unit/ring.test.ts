@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { Worker } from 'node:worker_threads';
 import { Ring, RING_HEADER_BYTES, kHead, kTail } from '../../src/shared/ring.ts';
 import { Doorbell } from '../../src/shared/doorbell.ts';
 import { mulberry32u32 as mulberry32 } from '../support/prng.ts';
+import { startWorker } from '../support/worker.ts';
 import {
   RecordConsumer,
   RecordProducer,
@@ -284,12 +284,7 @@ async function runCrossThread(opts: {
     toMain: opts.toMain,
     stallMs,
   };
-  const worker = new Worker(new URL('./ring-worker.ts', import.meta.url), { workerData: data });
-  const result = new Promise<RingWorkerResult>((resolve, reject) => {
-    worker.once('message', resolve);
-    worker.once('error', reject);
-    worker.once('exit', (code) => reject(new Error(`ring worker exited with code ${code} before reporting`)));
-  });
+  const { worker, result } = startWorker<RingWorkerResult>(new URL('./ring-worker.ts', import.meta.url), data, 'ring worker');
   let workerFailed: unknown = undefined;
   result.catch((err: unknown) => {
     workerFailed = err;

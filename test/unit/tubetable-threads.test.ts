@@ -8,9 +8,10 @@
 // (slot, generation) must be the name that tube was made with.
 
 import { describe, expect, it } from 'vitest';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { TubeTable } from '../../src/route/tubetable.ts';
 import { mulberry32u32 } from '../support/prng.ts';
+import { startWorker } from '../support/worker.ts';
 import {
   sharedName,
   type HeldTube,
@@ -42,28 +43,16 @@ async function hammer(seed: number, ops: number, sharedNames: number, ownNames: 
       sharedNames,
       ownNames,
     };
-    const worker = new Worker(new URL('./tubetable-worker.ts', import.meta.url), { workerData: data });
+    const { worker, result } = startWorker<TubeTableWorkerResult>(new URL('./tubetable-worker.ts', import.meta.url), data, 'tubetable worker');
     workers.push(worker);
-    results.push(
-      new Promise<TubeTableWorkerResult>((resolve, reject) => {
-        worker.once('message', resolve);
-        worker.once('error', reject);
-        worker.once('exit', (code) => reject(new Error(`tubetable worker exited with code ${code} before reporting`)));
-      }),
-    );
+    results.push(result);
   }
   const readers: Promise<TubeTableReaderResult>[] = [];
   for (let index = 0; index < READERS; index++) {
     const data: TubeTableReaderData = { kind: 'tubetable-reader', shared: table.shared, go, threads: THREADS + READERS, seed: seed * 1000 + 500 + index };
-    const worker = new Worker(new URL('./tubetable-worker.ts', import.meta.url), { workerData: data });
+    const { worker, result } = startWorker<TubeTableReaderResult>(new URL('./tubetable-worker.ts', import.meta.url), data, 'tubetable reader');
     workers.push(worker);
-    readers.push(
-      new Promise<TubeTableReaderResult>((resolve, reject) => {
-        worker.once('message', resolve);
-        worker.once('error', reject);
-        worker.once('exit', (code) => reject(new Error(`tubetable reader exited with code ${code} before reporting`)));
-      }),
-    );
+    readers.push(result);
   }
   try {
     // Meanwhile the main thread (which spins for the lock, never sleeps) takes and drops
