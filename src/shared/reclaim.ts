@@ -118,8 +118,9 @@ export function reclaimIfDue(quiet: boolean, busy: boolean): Reclaimed | null {
     // generation (to 4 MiB for 0.6 MiB live, measured on the main thread) and left garbage. The
     // first look gives that back (the idle server: 60 -> 56.5 MiB), quiet or not: it ends the
     // start, which must not wait on the quiet a loaded machine may not show for a while.
-    policy = new ReclaimPolicy(heapBytes());
-    policy.check(heapBytes(), quiet, busy, now);
+    const heap = heapBytes();
+    policy = new ReclaimPolicy(heap);
+    policy.check(heap, quiet, busy, now);
   } else if (!policy.check(heapBytes(), quiet, busy, now)) {
     return null;
   }
