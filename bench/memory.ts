@@ -19,9 +19,9 @@
 
 import net from 'node:net';
 import os from 'node:os';
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { beanstalkdSpec, beanstalkdVersion, REPO_ROOT, startServer, type RunningServer, type ServerSpec } from './suite/servers.ts';
+import { steadyRssBytes } from './loadgen/procfs.ts';
 
 const POINTS = ['idle', 'connections', 'drain', 'churn', 'tubes', 'jobs'] as const;
 type PointName = (typeof POINTS)[number];
@@ -73,28 +73,11 @@ for (const name of (v.servers ?? 'beanstalkd,shardstalk').split(',')) {
   else throw new Error(`unknown server ${name}`);
 }
 
-const rssKiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** RSS once it stops falling: read every 250 ms until two readings agree within 1% or 5 s pass. */
-/**
- * RSS once it has held within 1% for SETTLE_MS (at most SETTLE_MAX_MS): a quiet server gives back
- * what a burst left a second or two after it goes quiet (src/shared/reclaim.ts), so a reading
- * taken the moment RSS first stops moving would miss that.
- */
-const SETTLE_MS = 3000;
-const SETTLE_MAX_MS = 10_000;
+/** RSS in KiB once it has settled (steadyRssBytes: held within 1% for 3 s, at most 10 s). */
 async function settledRss(pid: number): Promise<number> {
-  let last = rssKiB(pid);
-  let stableSince = 0;
-  for (let waited = 0; waited < SETTLE_MAX_MS; waited += 250) {
-    await sleep(250);
-    const now = rssKiB(pid);
-    if (Math.abs(now - last) > last * 0.01) stableSince = waited + 250;
-    else if (waited + 250 - stableSince >= SETTLE_MS) return now;
-    last = now;
-  }
-  return last;
+  return ((await steadyRssBytes(pid)) ?? NaN) / 1024;
 }
 
 /** One connection that sends a batch and waits for `lines` reply lines (no job bodies expected). */

@@ -36,6 +36,32 @@ export function processCpuS(pid: number): number | null {
 }
 
 /** Resident set size of `pid` in bytes (VmRSS), null if unreadable. */
+/** A server's RSS counts as settled once it has held within 1% for this long. */
+export const RSS_SETTLE_MS = 3000;
+/** … or once this much time has passed. */
+export const RSS_SETTLE_MAX_MS = 10_000;
+
+/**
+ * The RSS of `pid` once it has held within 1% for RSS_SETTLE_MS (at most RSS_SETTLE_MAX_MS), or
+ * null if it cannot be read. A server gives back what its start or a burst left a second or two
+ * after it goes quiet (shardstalk: src/shared/reclaim.ts), so a reading taken the moment RSS first
+ * stops moving would miss that.
+ */
+export async function steadyRssBytes(pid: number): Promise<number | null> {
+  let last = processRssBytes(pid);
+  let stableSince = 0;
+  for (let waited = 0; waited < RSS_SETTLE_MAX_MS && last !== null; ) {
+    await new Promise((r) => setTimeout(r, 250));
+    waited += 250;
+    const now = processRssBytes(pid);
+    if (now === null) return last;
+    if (Math.abs(now - last) > last * 0.01) stableSince = waited;
+    else if (waited - stableSince >= RSS_SETTLE_MS) return now;
+    last = now;
+  }
+  return last;
+}
+
 export function processRssBytes(pid: number): number | null {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');

@@ -23,7 +23,7 @@ import {
   type LoadOptions,
 } from './options.ts';
 import { makeNonce } from './protocol.ts';
-import { discoverServerPid, machineCpuS, parseStats, processCpuS, processRssBytes, queryServer } from './procfs.ts';
+import { discoverServerPid, machineCpuS, parseStats, processCpuS, processRssBytes, queryServer, steadyRssBytes } from './procfs.ts';
 import {
   createControlBlock,
   epochNowMs,
@@ -210,7 +210,9 @@ export async function runLoad(partial: Partial<LoadOptions>, hooks: LoadHooks = 
       await run({ phase: 'prefill', mode: 'put', options: o, threads: o.threads, jobsBudget: o.jobs, warmupMs: 0, durationMs: null });
       main = await run({ phase: 'load', mode: 'reserve', options: o, threads: o.threads, jobsBudget: null, ...timed });
     } else if (o.mode === 'mem') {
-      const before = serverPid === null ? null : processRssBytes(serverPid);
+      // After the server's start has settled: a server just started gives back what its start
+      // left about a second later, which would otherwise come off the jobs' figure.
+      const before = serverPid === null ? null : await steadyRssBytes(serverPid);
       main = await run({ phase: 'load', mode: 'put', options: o, threads: o.threads, jobsBudget: o.jobs, warmupMs: 0, durationMs: null });
       const after = serverPid === null ? null : await settledRss(o.host, o.port, o.protocol, serverPid, main.report.totals.puts);
       if (before !== null && after !== null) {
@@ -549,8 +551,8 @@ function sleep(ms: number): Promise<void> {
  * The server's RSS once it holds the `jobs` just acknowledged and its memory has settled. A
  * server may acknowledge a put before storing it (shardstalk answers puts before its shard has
  * applied them), so a beanstalk server is first asked (`stats`) until it reports them all; then
- * RSS is sampled every 200 ms until two samples agree within 1% (at most 3 s), so the figure is
- * not read while the server is still storing or freeing what the fill left.
+ * RSS is read once it has settled (steadyRssBytes), so the figure is not read while the server is
+ * still storing or freeing what the fill left.
  */
 async function settledRss(host: string, port: number, protocol: 'beanstalk' | 'workq', pid: number, jobs: number): Promise<number | null> {
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -566,14 +568,5 @@ async function settledRss(host: string, port: number, protocol: 'beanstalk' | 'w
       }
     }
   }
-  let last = processRssBytes(pid);
-  for (let i = 0; i < 15 && last !== null; i++) {
-    await sleep(200);
-    const rss = processRssBytes(pid);
-    if (rss === null) return last;
-    const settled = Math.abs(rss - last) < last * 0.01;
-    last = rss;
-    if (settled) break;
-  }
-  return last;
+  return steadyRssBytes(pid);
 }
