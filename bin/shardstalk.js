@@ -16,12 +16,16 @@ import v8 from 'node:v8';
 // 85-88 MiB -> 77-85, after a 200,000-job drain 82 -> 71-76 MiB; throughput within noise
 // (bench/RESULTS.md, session 10). An environment that sets any of them (or GLIBC_TUNABLES) is left as it is.
 const MALLOC_ENV = { MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '32768', MALLOC_TRIM_THRESHOLD_: '131072' };
+// The replacement starts with V8's optimizing compilers off (see the start, below): set here,
+// they are off before Node's loader resolves this file, whose path functions a long checkout path
+// makes hot enough to compile before this file's first line could turn them off (seen in CI).
+const COMPILERS_OFF = ['--no-maglev', '--no-turbofan'];
 if (
   process.platform === 'linux' && typeof process.execve === 'function' && process.env.GLIBC_TUNABLES === undefined &&
   Object.keys(MALLOC_ENV).every((k) => process.env[k] === undefined) &&
   process.report?.getReport().header.glibcVersionRuntime !== undefined
 ) {
-  process.execve(process.execPath, [process.execPath, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...MALLOC_ENV });
+  process.execve(process.execPath, [process.execPath, ...COMPILERS_OFF, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...MALLOC_ENV });
 }
 
 module.enableCompileCache?.();
@@ -36,6 +40,7 @@ if (dir !== undefined && process.env.NODE_COMPILE_CACHE === undefined) process.e
 // every listener up and the start's garbage collected (main.ts's `started`, a second later), for
 // the code that work makes hot. Turned on earlier, they would compile what the start's tail runs
 // while a loaded machine stretches it (seen in CI: one compilation before the start's reclaim).
+// Replaced above, the process started with them off already; these lines are for one that was not.
 v8.setFlagsFromString('--no-maglev');
 v8.setFlagsFromString('--no-turbofan');
 try {

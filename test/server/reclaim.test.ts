@@ -4,8 +4,10 @@
 // #15's bound of its idle size (32 MiB), with the reclaim in its debug log. Without the reclaim
 // V8 keeps what the burst grew (measured: +90 MiB for 20,000 connections) for good.
 
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -102,6 +104,15 @@ describe("glibc's allocator", () => {
     const c = await started({ ...clean, MALLOC_ARENA_MAX: '4' });
     expect(environ(c.pid!)).toEqual(['MALLOC_ARENA_MAX=4']);
   });
+
+  // The replacement's command line turns V8's optimizing compilers off before Node loads anything
+  // (the start, below): the bin's own first line comes too late when a long checkout path makes
+  // Node's path functions hot (seen in CI).
+  it.runIf((process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime !== undefined)('starts the replacement with the optimizing compilers off', async () => {
+    const c = await started(clean);
+    const argv = readFileSync(`/proc/${c.pid}/cmdline`, 'latin1').split('\0');
+    expect(argv.slice(1, 3)).toEqual(['--no-maglev', '--no-turbofan']);
+  });
 });
 
 // The start (bin/shardstalk.js, src/shared/reclaim.ts): a hundred modules are loaded with V8's
@@ -110,10 +121,36 @@ describe("glibc's allocator", () => {
 // so no compilation precedes that reclaim, even with work arriving as soon as the server listens
 // (which compiles at once with the compilers on: 68 compilations for 500 commands, measured). Both
 // must end: the compilers are back once the start is over, for the code work makes hot.
+//
+// The server runs as the bin's replacement does (its environment and command line, above), not
+// through the replacing itself: the first process's own trace would be in the output too. And from
+// a long path, which makes Node's loader compile before the bin runs unless the command line
+// turned the compilers off (checked below, so that the path is long enough wherever this runs).
 describe('the start', () => {
+  const MALLOC = { MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '32768', MALLOC_TRIM_THRESHOLD_: '131072' };
+  let linkDir: string | null = null;
+  afterEach(() => {
+    if (linkDir !== null) rmSync(linkDir, { recursive: true, force: true });
+    linkDir = null;
+  });
+  /** The bin through a symbolic link whose path is about 300 characters long. */
+  function longPathBin(): string {
+    linkDir = mkdtempSync(join(tmpdir(), 'shardstalk-start-'));
+    const dir = join(linkDir, ...Array.from({ length: 6 }, (_, i) => `a-long-directory-name-like-a-ci-checkout-path-${i}`));
+    mkdirSync(dir, { recursive: true });
+    symlinkSync(BIN, join(dir, 'shardstalk.js'));
+    return join(dir, 'shardstalk.js');
+  }
+
   it('runs without the optimizing compilers, gives its garbage back, then optimizes what work makes hot', async () => {
+    const bin = longPathBin();
+    const env = { ...process.env, ...MALLOC };
+    // The provocation: without the flags, this path compiles before the bin's first line.
+    const bare = spawnSync(process.execPath, ['--trace-opt', bin, '--version'], { env, encoding: 'latin1' });
+    expect(bare.stdout).toContain('compiling method');
+
     const port = await freePort();
-    const c = spawn(process.execPath, ['--trace-opt', BIN, '-l', '127.0.0.1', '-p', String(port), '--no-workq', '--no-http', '-V'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn(process.execPath, ['--no-maglev', '--no-turbofan', '--trace-opt', bin, '-l', '127.0.0.1', '-p', String(port), '--no-workq', '--no-http', '-V'], { stdio: ['ignore', 'pipe', 'pipe'], env });
     child = c;
     let log = '';
     let trace = '';
