@@ -12,8 +12,8 @@ import { lockDir, type DirLock } from '../workers/wal/lock.ts';
 import { recover, removeGenerationsBefore, WalCorruptError, type RecoveredJob, type RecoverResult } from '../workers/wal/reader.ts';
 import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
 import { makeLogger, type Logger } from './log.ts';
-import { listenBeanstalk, listenTcp, listenWorkq } from './net/listener.ts';
-import { ConnectionThreads } from './net/threads.ts';
+import { listenBeanstalk, listenWorkq } from './net/listener.ts';
+import { ConnectionThreads, listenConnectionThreads } from './net/threads.ts';
 import { mainSite, makeMesh } from './route/shards.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
 import { HTTP_METRICS_TUBES_DEFAULT, OpsHttp } from './ops/http.ts';
@@ -199,7 +199,7 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
     }
     server = threads === null
       ? await listenBeanstalk(beanstalk, host, opts.port ?? PORT_DEFAULT, log)
-      : await listenTcp(host, opts.port ?? PORT_DEFAULT, (socket) => threads.hand(socket));
+      : await listenConnectionThreads(host, opts.port ?? PORT_DEFAULT, threads, beanstalk, shards);
     if (opts.workq) {
       try {
         workqServer = await listenWorkq(router, opts.workq.host, opts.workq.port, log);

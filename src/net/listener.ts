@@ -117,13 +117,18 @@ export class RawConnections implements RawOwner {
   }
 }
 
-/** Serves an accepted TCP handle, not reading yet, as connection `connId` (src/net/raw.ts). */
-function serveHandle(handle: TcpHandle, connId: number, log: Logger, open: Open, raws: RawConnections): void {
+/**
+ * Serves an accepted TCP handle, not reading now, as connection `connId` (src/net/raw.ts);
+ * `first`: what another thread read from it already (src/net/placement.ts), received first.
+ */
+export function serveHandle(handle: TcpHandle, connId: number, log: Logger, open: Open, raws: RawConnections, first?: Buffer): void {
   const raw = new RawConnection(handle, connId, raws);
-  raw.conn = open(connId, raw);
+  const conn = open(connId, raw);
+  raw.conn = conn;
   raws.live.add(raw);
   rawConnections++;
   if (log.isLevelEnabled('debug')) log.debug({ conn: connId, remote: raw.remoteAddress() }, 'accept');
+  if (first !== undefined && first.length > 0) conn.receive(first, first.length);
   raw.start();
 }
 
@@ -140,27 +145,36 @@ export function listenTcp(host: string, port: number, accept: (socket: net.Socke
 }
 
 /**
- * Listens for a protocol's connections. When this Node allows it, each accepted handle is served
- * bare (src/net/raw.ts), without a net.Socket ever made for it: the server's handle hands it to
- * us instead of to net.Server (which then neither counts nor closes it: `close()` below does).
+ * Listens on host:port. When this Node allows it, each accepted handle goes to `bare` as it is,
+ * without a net.Socket ever made for it: the server's handle hands it to us instead of to
+ * net.Server (which then neither counts nor closes it: `closeBare` runs when the server closes);
+ * otherwise each accepted socket, paused, goes to `socket`.
  */
-async function listen(host: string, port: number, log: Logger, open: Open, newConnId: () => number): Promise<net.Server> {
-  const raws = new RawConnections(log);
-  const server = await listenTcp(host, port, (socket) => void serveSocket(socket, newConnId(), log, open, raws));
+export async function listenBare(host: string, port: number, bare: (h: TcpHandle) => void, socket: (s: net.Socket) => void, closeBare: () => void): Promise<net.Server> {
+  const server = await listenTcp(host, port, socket);
   const h = (server as unknown as { _handle?: { onconnection?: (err: number, client: unknown) => void } })._handle;
   const nodeAccept = h?.onconnection;
   if (h != null && typeof nodeAccept === 'function' && rawBinding() !== null) {
     h.onconnection = (err, client) => {
       if (err !== 0 || rawBinding() === null || !isRawHandle(client)) nodeAccept.call(h, err, client);
-      else serveHandle(client, newConnId(), log, open, raws);
+      else bare(client);
     };
     const close = server.close.bind(server);
     server.close = (cb?: (err?: Error) => void) => {
-      raws.destroyAll();
+      closeBare();
       return close(cb);
     };
   }
   return server;
+}
+
+/**
+ * Listens for a protocol's connections: each accepted handle is served bare (src/net/raw.ts)
+ * when this Node allows it, else as a net.Socket.
+ */
+function listen(host: string, port: number, log: Logger, open: Open, newConnId: () => number): Promise<net.Server> {
+  const raws = new RawConnections(log);
+  return listenBare(host, port, (h) => serveHandle(h, newConnId(), log, open, raws), (s) => void serveSocket(s, newConnId(), log, open, raws), () => raws.destroyAll());
 }
 
 /** A new beanstalk connection of `beanstalk` on this thread. */

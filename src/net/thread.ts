@@ -10,8 +10,9 @@ import { makeLogger } from '../log.ts';
 import { BeanstalkServer, ServerCounters } from '../proto/beanstalk/server.ts';
 import { startReclaimTimer } from '../shared/reclaim.ts';
 import { Router } from '../route/router.ts';
-import { openBeanstalk, RawConnections, serveSocket } from './listener.ts';
-import { siteRow, type SiteData, type SiteMessage } from './threads.ts';
+import { openBeanstalk, RawConnections, serveHandle, serveSocket } from './listener.ts';
+import { isRawHandle, rawBinding } from './raw.ts';
+import { siteRow, type HandedHandle, type SiteData, type SiteMessage } from './threads.ts';
 
 const d = workerData as SiteData;
 const port = parentPort as NonNullable<typeof parentPort>;
@@ -35,7 +36,7 @@ const sockets = new Set<net.Socket>();
 const raws = new RawConnections(log);
 const stopReclaim = startReclaimTimer((r) => log.debug(r, 'memory given back'), () => beanstalk.workDone());
 
-port.on('message', (m: { socket?: net.Socket } | 'close') => {
+port.on('message', (m: { socket?: net.Socket } | HandedHandle | 'close') => {
   if (m === 'close') {
     stopReclaim();
     for (const s of sockets) s.destroy();
@@ -45,6 +46,17 @@ port.on('message', (m: { socket?: net.Socket } | 'close') => {
       send({ type: 'closed' });
       port.close();
     });
+    return;
+  }
+  if ('handle' in m) {
+    // Placed by its first line (src/net/placement.ts): those bytes are this connection's first
+    // read. The main thread placed it only because this Node serves bare handles (same checks here).
+    if (rawBinding() === null || !isRawHandle(m.handle)) {
+      log.error('a connection handed over by its handle cannot be served bare here; closed');
+      (m.handle as { close?: () => void }).close?.();
+      return;
+    }
+    serveHandle(m.handle, router.newConnId(), log, open, raws, Buffer.from(m.first.buffer, m.first.byteOffset, m.first.byteLength));
     return;
   }
   const socket = m.socket;

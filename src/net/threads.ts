@@ -9,6 +9,10 @@ import { Worker } from 'node:worker_threads';
 import type { WalConfig } from '../../workers/wal/wal.ts';
 import type { Mesh } from '../route/shards.ts';
 import type { RouterShared } from '../route/router.ts';
+import type { TcpHandle } from './raw.ts';
+import type { BeanstalkServer } from '../proto/beanstalk/server.ts';
+import { listenBare, listenTcp } from './listener.ts';
+import { Placement } from './placement.ts';
 
 /** What a site is started with (its workerData). */
 export interface SiteData {
@@ -26,6 +30,12 @@ export interface SiteData {
 
 /** A site's counters row: the main thread has row 0. */
 export const siteRow = (site: number): number => site + 1;
+
+/** A connection handed to a site by its handle (placement), with what the main thread read of it. */
+export interface HandedHandle {
+  readonly handle: TcpHandle;
+  readonly first: Uint8Array;
+}
 
 /** Messages a site sends the main thread. */
 export type SiteMessage = { type: 'ready' } | { type: 'closed' } | { type: 'fatal'; shard: number; err: string };
@@ -72,7 +82,15 @@ export class ConnectionThreads {
     return Promise.all(this.readies).then(() => undefined);
   }
 
-  /** Hands an accepted socket (paused: pauseOnConnect) to the next site, in turn. */
+  /**
+   * Hands a connection's handle, which the main thread has read and stopped reading
+   * (src/net/placement.ts), and the bytes it read, to site `site`.
+   */
+  handTo(site: number, handle: TcpHandle, first: Buffer): void {
+    this.workers[site].postMessage({ handle, first } satisfies HandedHandle, [handle as never]);
+  }
+
+  /** Hands an accepted socket (paused: pauseOnConnect) to the next site, in turn (where the handle cannot be read first). */
   hand(socket: net.Socket): void {
     const w = this.workers[this.next];
     this.next = (this.next + 1) % this.workers.length;
@@ -92,4 +110,23 @@ export class ConnectionThreads {
       ),
     );
   }
+}
+
+/**
+ * The beanstalk port with connection threads: each connection goes to the thread of the tubes its
+ * first line names (src/net/placement.ts) when this Node lets the main thread read a handle and
+ * hand it over; else each socket goes to the next thread in turn as it is accepted.
+ */
+export async function listenConnectionThreads(host: string, port: number, threads: ConnectionThreads, beanstalk: BeanstalkServer, shards: number): Promise<net.Server> {
+  if (!Placement.available()) return listenTcp(host, port, (socket) => threads.hand(socket));
+  const placement = new Placement(
+    {
+      sites: threads.count,
+      load: (site) => beanstalk.connectionsOf(siteRow(site)),
+      hand: (site, handle, first) => threads.handTo(site, handle, first),
+      count: (delta, handedOver) => beanstalk.holding(delta, handedOver),
+    },
+    shards,
+  );
+  return listenBare(host, port, (h) => placement.accept(h), (socket) => threads.hand(socket), () => placement.closeAll());
 }

@@ -208,6 +208,22 @@ export class BeanstalkServer {
     this.router.conns.set(s.connId, s);
   }
 
+  /**
+   * A connection the main thread holds before it hands it to a connection thread
+   * (src/net/placement.ts): counted here from its accept (+1), until it is handed over (-1, and
+   * the thread that serves it counts it from then) or closes unserved (-1; it was a connection).
+   */
+  holding(delta: 1 | -1, handedOver: boolean): void {
+    this.row[ROW_CONNECTIONS] += delta;
+    if (delta > 0) this.row[ROW_TOTAL_CONNECTIONS]++;
+    else if (handedOver) this.row[ROW_TOTAL_CONNECTIONS]--;
+  }
+
+  /** Connections served by the thread with counters row `row` now. */
+  connectionsOf(row: number): number {
+    return this.counters.rowOf(row)[ROW_CONNECTIONS];
+  }
+
   /** The connection has gone: give back what it held, as beanstalkd's connclose does. */
   closed(s: BeanstalkConn): void {
     const router = this.router;
