@@ -24,6 +24,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { machineCpuS, processCpuS } from './loadgen/procfs.ts';
 import { fmtInt, fmtUs } from './report/text.ts';
+import { shardOf } from '../src/route/hash.ts';
 import { beanstalkdSpec, beanstalkdVersion, REPO_ROOT, shardstalkSpec, startServer, type RunningServer, type ServerSpec } from './suite/servers.ts';
 
 const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
@@ -37,6 +38,9 @@ const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
                      beanstalkd 155 / 140 µs)
   --points LIST    comma-separated, default c1x1,c10x1,c100x1,c1000x1,c100x16,r10k,r20k
                      cNxP      closed loop: N connections × P jobs in flight each
+                     cNxPtT    the same over T tubes (N/T connections each, one generator per
+                                 tube; tube i lands on shard i mod S): rates add up, each
+                                 latency is the worst generator's
                      rRATE     fixed rate (jobs/s, "20k" = 20000), 10 producers, 10 consumers
                      rRATEpNcM the same with N producers and M consumers
   --shards N       start shardstalk with --shards N (default: its default shard count)
@@ -57,6 +61,40 @@ const SATURATED_SHARE = 0.97;
 const NOISY_SHARE = 0.2;
 const DEFAULT_POINTS = 'c1x1,c10x1,c100x1,c1000x1,c100x16,r10k,r20k';
 const SOURCE = path.join(REPO_ROOT, 'tools/bench-c-cycle.c');
+/** At most this many tubes in a cycle point: tube i is named so that it lands on shard i mod S for every S dividing 16. */
+const TUBES_MAX = 16;
+
+/** The tube of generator `i` of a point: on shard i of 16 (so on shard i mod S with S shards, for S = 1, 2, 4, 8, 16). */
+function tubeName(p: Point, round: number, i: number): string {
+  const base = `cc-${p.id}-r${round}`;
+  if (p.tubes === 1) return base;
+  for (let k = 0; ; k++) if (shardOf(`${base}-${i}-${k}`, TUBES_MAX) === i) return `${base}-${i}-${k}`;
+}
+
+/** Several generators' figures as one: counts and rates add up; each latency is the worst generator's (n added up). */
+function mergeResults(rs: GenResult[]): GenResult {
+  if (rs.length === 1) return rs[0]!;
+  const hist = (pick: (r: GenResult) => Hist | undefined): Hist | undefined => {
+    const hs = rs.map(pick).filter((h): h is Hist => h !== undefined);
+    if (hs.length === 0) return undefined;
+    const worst = (f: 'p50us' | 'p99us' | 'p999us' | 'maxUs'): number | undefined => (hs.every((h) => h[f] !== undefined) ? Math.max(...hs.map((h) => h[f] as number)) : undefined);
+    return { n: hs.reduce((a, h) => a + h.n, 0), p50us: worst('p50us'), p99us: worst('p99us'), p999us: worst('p999us'), maxUs: worst('maxUs') };
+  };
+  const sum = (f: (r: GenResult) => number): number => rs.reduce((a, r) => a + f(r), 0);
+  return {
+    ...rs[0]!,
+    wallSec: Math.max(...rs.map((r) => r.wallSec)),
+    jobs: sum((r) => r.jobs),
+    jobsPerSec: sum((r) => r.jobsPerSec),
+    put: hist((r) => r.put)!,
+    reserve: hist((r) => r.reserve),
+    delete: hist((r) => r.delete)!,
+    errors: sum((r) => r.errors),
+    timedOut: sum((r) => r.timedOut),
+    cpuSec: sum((r) => r.cpuSec),
+    cpuShare: sum((r) => r.cpuShare),
+  };
+}
 
 interface Point {
   id: string;
@@ -64,6 +102,8 @@ interface Point {
   mode: 'cycle' | 'rate';
   /** cycle: connections and jobs in flight per connection; rate: producers, consumers, jobs/s. */
   args: string[];
+  /** cycle: the connections spread over this many tubes, one generator each (1: one tube). */
+  tubes: number;
 }
 
 interface Options {
@@ -124,16 +164,20 @@ interface RunRecord {
 
 function parsePoint(spec: string): Point {
   const s = spec.trim();
-  let m = /^c(\d+)x(\d+)$/.exec(s);
-  if (m) return { id: s, label: `cycle ${m[1]}×${m[2]}`, mode: 'cycle', args: [m[1]!, m[2]!] };
+  let m = /^c(\d+)x(\d+)(?:t(\d+))?$/.exec(s);
+  if (m) {
+    const tubes = Number(m[3] ?? 1);
+    if (!(tubes >= 1 && tubes <= TUBES_MAX) || Number(m[1]) % tubes !== 0) throw new Error(`point "${s}": 1 to ${TUBES_MAX} tubes that divide the connections`);
+    return { id: s, label: `cycle ${m[1]}×${m[2]}${tubes > 1 ? ` over ${tubes} tubes` : ''}`, mode: 'cycle', args: [String(Number(m[1]) / tubes), m[2]!], tubes };
+  }
   m = /^r(\d+(?:\.\d+)?)(k?)(?:p(\d+)c(\d+))?$/.exec(s);
   if (m) {
     const rate = Math.round(Number(m[1]) * (m[2] ? 1000 : 1));
     const producers = m[3] ?? '10';
     const consumers = m[4] ?? '10';
-    return { id: s, label: `rate ${fmtInt(rate)}/s (${producers}p/${consumers}c)`, mode: 'rate', args: [producers, consumers, String(rate)] };
+    return { id: s, label: `rate ${fmtInt(rate)}/s (${producers}p/${consumers}c)`, mode: 'rate', args: [producers, consumers, String(rate)], tubes: 1 };
   }
-  throw new Error(`unknown point "${s}" (cNxP or rRATE[pNcM], e.g. c100x16, r20k, r5000p4c4)`);
+  throw new Error(`unknown point "${s}" (cNxP[tT] or rRATE[pNcM], e.g. c100x16, c100x1t2, r20k, r5000p4c4)`);
 }
 
 function parseOptions(argv: string[]): Options | null {
@@ -205,71 +249,81 @@ function compile(outDir: string): string {
  * between its `@window-start` and `@window-end` lines.
  */
 function runPoint(bin: string, server: RunningServer, p: Point, o: Options, round: number): Promise<RunRecord> {
-  const tube = `cc-${p.id}-r${round}`;
   const warmup = p.mode === 'rate' ? o.rateWarmup : o.warmup;
-  const args = ['-w', String(warmup), p.mode, String(server.port), ...p.args, String(o.seconds), tube];
-  return new Promise((resolve) => {
-    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let errBuf = '';
-    const stderr: string[] = [];
-    let atStart: { t: number; server: number | null; machine: number | null } | null = null;
-    let window: { elapsedS: number; server: number | null; machine: number | null } | null = null;
-    const sample = (): { t: number; server: number | null; machine: number | null } => ({
-      t: performance.now(),
-      server: processCpuS(server.pid),
-      machine: machineCpuS()?.busyS ?? null,
-    });
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => {
-      errBuf += c.toString('utf8');
-      let nl: number;
-      while ((nl = errBuf.indexOf('\n')) >= 0) {
-        const line = errBuf.slice(0, nl);
-        errBuf = errBuf.slice(nl + 1);
-        if (line === '@window-start') atStart = sample();
-        else if (line === '@window-end' && atStart !== null) {
-          const s0 = atStart as { t: number; server: number | null; machine: number | null };
-          const s1 = sample();
-          window = {
-            elapsedS: (s1.t - s0.t) / 1000,
-            server: s1.server !== null && s0.server !== null ? s1.server - s0.server : null,
-            machine: s1.machine !== null && s0.machine !== null ? s1.machine - s0.machine : null,
-          };
-        } else if (line.trim() !== '') {
-          if (stderr.length < 20) stderr.push(line);
-          log(`  ${server.spec.name} ${p.id}: ${line}`);
+  const stderr: string[] = [];
+  let atStart: { t: number; server: number | null; machine: number | null } | null = null;
+  let window: { elapsedS: number; server: number | null; machine: number | null } | null = null;
+  const sample = (): { t: number; server: number | null; machine: number | null } => ({
+    t: performance.now(),
+    server: processCpuS(server.pid),
+    machine: machineCpuS()?.busyS ?? null,
+  });
+  /** One generator; the first one's window lines time the CPU samples (all start together). */
+  const generator = (i: number): Promise<{ code: number | null; gen: GenResult | null }> =>
+    new Promise((resolve) => {
+      const args = ['-w', String(warmup), p.mode, String(server.port), ...p.args, String(o.seconds), tubeName(p, round, i)];
+      const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let errBuf = '';
+      child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+      child.stderr.on('data', (c: Buffer) => {
+        errBuf += c.toString('utf8');
+        let nl: number;
+        while ((nl = errBuf.indexOf('\n')) >= 0) {
+          const line = errBuf.slice(0, nl);
+          errBuf = errBuf.slice(nl + 1);
+          if (line === '@window-start') {
+            if (i === 0) atStart = sample();
+          } else if (line === '@window-end') {
+            if (i === 0 && atStart !== null) {
+              const s0 = atStart as { t: number; server: number | null; machine: number | null };
+              const s1 = sample();
+              window = {
+                elapsedS: (s1.t - s0.t) / 1000,
+                server: s1.server !== null && s0.server !== null ? s1.server - s0.server : null,
+                machine: s1.machine !== null && s0.machine !== null ? s1.machine - s0.machine : null,
+              };
+            }
+          } else if (line.trim() !== '') {
+            if (stderr.length < 20) stderr.push(line);
+            log(`  ${server.spec.name} ${p.id}: ${line}`);
+          }
         }
-      }
-    });
-    // The generator ends itself (drain at most 10 s); this only catches a hang.
-    const killer = setTimeout(() => child.kill('SIGKILL'), (warmup + o.seconds + 60) * 1000);
-    child.on('close', (code) => {
-      clearTimeout(killer);
-      let gen: GenResult | null = null;
-      try {
-        gen = JSON.parse(stdout.trim().split('\n').pop() ?? '') as GenResult;
-      } catch {
-        stderr.push(`no JSON from the generator (exit code ${code})`);
-      }
-      const w = window as { elapsedS: number; server: number | null; machine: number | null } | null;
-      const serverCpu = w?.server ?? null;
-      const serverShare = w && serverCpu !== null && w.elapsedS > 0 ? serverCpu / w.elapsedS : null;
-      const other =
-        w && w.machine !== null && serverCpu !== null && gen && w.elapsedS > 0 ? Math.max(0, (w.machine - serverCpu - gen.cpuSec) / w.elapsedS) : null;
-      resolve({
-        round,
-        server: server.spec.name,
-        point: p.id,
-        ok: code === 0 && gen !== null && gen.errors === 0 && server.alive(),
-        exitCode: code,
-        stderr,
-        gen,
-        serverCpuSec: serverCpu,
-        serverCpuShare: serverShare,
-        otherCpuShare: other,
+      });
+      // The generator ends itself (drain at most 10 s); this only catches a hang.
+      const killer = setTimeout(() => child.kill('SIGKILL'), (warmup + o.seconds + 60) * 1000);
+      child.on('close', (code) => {
+        clearTimeout(killer);
+        let gen: GenResult | null = null;
+        try {
+          gen = JSON.parse(stdout.trim().split('\n').pop() ?? '') as GenResult;
+        } catch {
+          stderr.push(`no JSON from the generator (exit code ${code})`);
+        }
+        resolve({ code, gen });
       });
     });
+  return Promise.all(Array.from({ length: p.tubes }, (_, i) => generator(i))).then((runs) => {
+    const gens = runs.map((r) => r.gen);
+    const gen = gens.every((g): g is GenResult => g !== null) ? mergeResults(gens) : null;
+    const code = runs.find((r) => r.code !== 0)?.code ?? 0;
+    const w = window as { elapsedS: number; server: number | null; machine: number | null } | null;
+    const serverCpu = w?.server ?? null;
+    const serverShare = w && serverCpu !== null && w.elapsedS > 0 ? serverCpu / w.elapsedS : null;
+    const other =
+      w && w.machine !== null && serverCpu !== null && gen && w.elapsedS > 0 ? Math.max(0, (w.machine - serverCpu - gen.cpuSec) / w.elapsedS) : null;
+    return {
+      round,
+      server: server.spec.name,
+      point: p.id,
+      ok: code === 0 && gen !== null && gen.errors === 0 && server.alive(),
+      exitCode: code,
+      stderr,
+      gen,
+      serverCpuSec: serverCpu,
+      serverCpuShare: serverShare,
+      otherCpuShare: other,
+    };
   });
 }
 
