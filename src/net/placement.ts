@@ -143,8 +143,15 @@ export class Placement {
     h.onread = ignoreRead;
     h.sniff = null;
     const site = chooseSite(shardOf(tube, this.shards), (i) => this.host.load(i), this.host.sites);
+    try {
+      this.host.hand(site, h, s.bytes as Buffer);
+    } catch {
+      // The thread cannot take it (the server is closing): the connection ends here.
+      this.host.count(-1, false);
+      h.close();
+      return;
+    }
     this.host.count(-1, true);
-    this.host.hand(site, h, s.bytes as Buffer);
   }
 
   private drop(s: Sniff): void {
