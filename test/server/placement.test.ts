@@ -110,6 +110,21 @@ describe('connection threads place connections by their first line', () => {
     }
   });
 
+  it('waits for the whole first line when it comes in pieces', async () => {
+    const s = (server = await startServer({ port: 0, shards: 2, connectionThreads: true, logLevel: 'silent', workq: null }));
+    const [tube] = onShard(1);
+    const c = await connect(s.port);
+    c.write('us');
+    await waitUntil('held by the main thread', () => s.beanstalk.connectionsOf(0) === 1);
+    await new Promise((r) => setTimeout(r, 20));
+    c.write(`e ${tube}`);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(s.beanstalk.connectionsOf(0)).toBe(1); // still no CRLF: still on the main thread
+    expect(await ask(c, '\r\nlist-tube-used\r\n', 2)).toBe(`USING ${tube}\r\nUSING ${tube}\r\n`);
+    expect(s.beanstalk.connectionsOf(siteRow(1))).toBe(1);
+    expect(s.beanstalk.connectionsOf(0)).toBe(0);
+  });
+
   it('keeps the replies: a whole session in the first read, a long first line, any first command', async () => {
     const placed = (server = await startServer({ port: 0, shards: 2, connectionThreads: true, logLevel: 'silent', workq: null }));
     const plain = await startServer({ port: 0, shards: 2, logLevel: 'silent', workq: null });
