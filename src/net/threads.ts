@@ -122,7 +122,7 @@ export async function listenConnectionThreads(host: string, port: number, thread
   const placement = new Placement(
     {
       sites: threads.count,
-      load: (site) => beanstalk.connectionsOf(siteRow(site)),
+      closed: (site) => beanstalk.closedBy(siteRow(site)),
       hand: (site, handle, first) => threads.handTo(site, handle, first),
       count: (delta, handedOver) => beanstalk.holding(delta, handedOver),
     },

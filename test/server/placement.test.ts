@@ -161,12 +161,18 @@ describe('connection threads place connections by their first line', () => {
     expect(await statsOf(s.port, 'total-connections')).toBe(before + 5);
   });
 
-  it('one hot tube does not put every connection on one thread', async () => {
+  it.each([
+    ['one after another', false],
+    ['all at once (the threads open them later than they are handed)', true],
+  ])('one hot tube does not put every connection on one thread: connections made %s', async (_, atOnce) => {
     const s = (server = await startServer({ port: 0, shards: 2, connectionThreads: true, logLevel: 'silent', workq: null }));
     const [tube] = onShard(0);
-    for (let i = 0; i < 3 * PLACEMENT_SLACK; i++) expect(await ask(await connect(s.port), `use ${tube}\r\n`, 1)).toBe(`USING ${tube}\r\n`);
+    const n = 3 * PLACEMENT_SLACK;
+    const open = async (): Promise<void> => expect(await ask(await connect(s.port), `use ${tube}\r\n`, 1)).toBe(`USING ${tube}\r\n`);
+    if (atOnce) await Promise.all(Array.from({ length: n }, open));
+    else for (let i = 0; i < n; i++) await open();
     const loads = [s.beanstalk.connectionsOf(siteRow(0)), s.beanstalk.connectionsOf(siteRow(1))];
-    expect(loads[0] + loads[1]).toBe(3 * PLACEMENT_SLACK);
+    expect(loads[0] + loads[1]).toBe(n);
     expect(loads[0] - loads[1]).toBeGreaterThanOrEqual(PLACEMENT_SLACK - 1);
     expect(loads[0] - loads[1]).toBeLessThanOrEqual(PLACEMENT_SLACK);
   });

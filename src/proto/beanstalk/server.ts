@@ -224,6 +224,12 @@ export class BeanstalkServer {
     return this.counters.rowOf(row)[ROW_CONNECTIONS];
   }
 
+  /** Connections the thread with counters row `row` has closed since the start. */
+  closedBy(row: number): number {
+    const r = this.counters.rowOf(row);
+    return r[ROW_TOTAL_CONNECTIONS] - r[ROW_CONNECTIONS];
+  }
+
   /** The connection has gone: give back what it held, as beanstalkd's connclose does. */
   closed(s: BeanstalkConn): void {
     const router = this.router;
