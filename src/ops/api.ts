@@ -16,6 +16,8 @@ import {
 } from '../shared/records.ts';
 import type { StatsEntry } from '../proto/beanstalk/stats.ts';
 import { workqEndpoint, type WorkqEndpoint } from './workq-api.ts';
+import { ApiError, preview } from './api-errors.ts';
+
 import { CLEAR_BITS, clearTube, deleteJob, kickJob, kickTube, listJobs, moveTube, pauseTube, STATE_NAMES, STATES, tubeStats } from './admin.ts';
 
 /** Jobs per page when the request names no limit. */
@@ -23,16 +25,6 @@ export const API_JOBS_LIMIT_DEFAULT = 100;
 /** Largest request body read (the actions' bodies are a few bytes of JSON). */
 export const API_BODY_BYTES_MAX = 64 * 1024;
 const U32_MAX = 0xffffffff;
-
-export class ApiError extends Error {
-  readonly status: number;
-  readonly headers: Record<string, string>;
-  constructor(status: number, message: string, headers: Record<string, string> = {}) {
-    super(message);
-    this.status = status;
-    this.headers = headers;
-  }
-}
 
 /** Whether `host` (the bound address) is a loopback address. */
 export function isLoopback(host: string): boolean {
@@ -49,22 +41,6 @@ function tokenMatches(given: string, token: string): boolean {
   const a = crypto.createHash('sha256').update(given).digest();
   const b = crypto.createHash('sha256').update(token).digest();
   return crypto.timingSafeEqual(a, b);
-}
-
-/** A body preview safe in JSON and in a page: printable ASCII (and tab, CR, LF) as text, else base64. */
-export function preview(bytes: Buffer, bodyBytes: number): { encoding: 'text' | 'base64'; data: string; truncated: boolean } {
-  let printable = true;
-  for (const c of bytes) {
-    if (!((c >= 0x20 && c <= 0x7e) || c === 0x09 || c === 0x0a || c === 0x0d)) {
-      printable = false;
-      break;
-    }
-  }
-  return {
-    encoding: printable ? 'text' : 'base64',
-    data: bytes.toString(printable ? 'latin1' : 'base64'),
-    truncated: bodyBytes > bytes.length,
-  };
 }
 
 function statsObject(entries: StatsEntry[]): Record<string, string | number> {

@@ -12,7 +12,7 @@ import { WorkqRouter, type WqQueue } from '../route/workq.ts';
 import { type InspectedJob } from '../proto/workq/replies.ts';
 import { INSPECT_LIMIT_MAX, NAME_BYTES_MAX } from '../proto/workq/validate.ts';
 import { LIST_PREVIEW_BYTES, okResult, R_OK, replyKind, replyUnlogged } from '../shared/records.ts';
-import { ApiError, preview } from './api.ts';
+import { ApiError, preview } from './api-errors.ts';
 
 /** Job states as workers/engine/workq-store.ts numbers them (what `inspect job` shows as `state`). */
 export const WQ_STATE_NAMES: Record<number, string> = { 0: 'new', 1: 'completed', 2: 'failed', 3: 'pending', 4: 'leased' };
