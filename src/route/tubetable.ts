@@ -169,6 +169,7 @@ const H_NAME_TOP = 25; // name heap: bytes in blocks (the next block goes here)
 const H_NAME_FREE_BYTES = 26; // name heap: bytes in free blocks
 const H_NAME_MOVES = 27; // name heap: odd while compact() moves names (name()'s seqlock)
 const H_NAME_COMPACTIONS = 28; // name heap: compact() calls so far
+const H_NAME_MOVED = 29; // name heap: name blocks compact() has moved so far
 const H_NAME_FREE_LISTS = 32; // name heap: first free block of each size (1..13 granules), offset + 1
 const HEADER_BYTES = 256;
 const HEADER_INTS = HEADER_BYTES / 4;
@@ -561,8 +562,24 @@ export class TubeTable {
     return Atomics.load(this.fixed, H_CAP);
   }
 
-  /** The name heap: bytes in blocks (live names and free blocks), in free blocks, allocated; compactions so far. */
-  get nameHeap(): { usedBytes: number; freeBytes: number; sizeBytes: number; compactions: number } {
+  /**
+   * Compacts the name heap now if it holds free blocks (otherwise that waits for a new name that
+   * needs room: roomForName); returns whether it did. A test moves names this way while other
+   * threads read them.
+   */
+  compactNames(): boolean {
+    this.lock();
+    try {
+      if (this.i32[H_NAME_FREE_BYTES]! === 0) return false;
+      this.compact();
+      return true;
+    } finally {
+      this.unlock();
+    }
+  }
+
+  /** The name heap: bytes in blocks (live names and free blocks), in free blocks, allocated; compactions and blocks moved so far. */
+  get nameHeap(): { usedBytes: number; freeBytes: number; sizeBytes: number; compactions: number; moved: number } {
     const h = this.i32;
     this.lock();
     try {
@@ -571,6 +588,7 @@ export class TubeTable {
         freeBytes: h[H_NAME_FREE_BYTES]!,
         sizeBytes: this.shared.names.byteLength,
         compactions: h[H_NAME_COMPACTIONS]!,
+        moved: h[H_NAME_MOVED]!,
       };
     } finally {
       this.unlock();
@@ -914,6 +932,7 @@ export class TubeTable {
       if (to !== from) {
         for (let i = 0; i < size; i++) Atomics.store(u8, to + i, u8[from + i]!);
         Atomics.store(h, r + R_NAME_AT, to);
+        h[H_NAME_MOVED]!++;
       }
       from += size;
       to += size;

@@ -426,6 +426,20 @@ describe('TubeTable: the name heap', () => {
     table.invariants();
   });
 
+  it('compactNames slides the names above a hole down, and does nothing without holes', () => {
+    const table = TubeTable.create({ shards: 1 });
+    const a = table.acquire('a'.repeat(40), 'using'); // 48 bytes
+    const b = table.acquire('b'.repeat(10), 'using'); // 16
+    const c = table.acquire('c'.repeat(40), 'using'); // 48
+    expect(table.compactNames()).toBe(false);
+    expect(table.nameHeap).toMatchObject({ compactions: 0, moved: 0 });
+    expect(table.release(a, 'using')).toBe(true);
+    expect(table.compactNames()).toBe(true);
+    expect(table.nameHeap).toMatchObject({ usedBytes: 64, freeBytes: 0, compactions: 1, moved: 2 });
+    expect([b, c].map((id) => table.name(id))).toEqual(['b'.repeat(10), 'c'.repeat(40)]);
+    table.invariants();
+  });
+
   it('mixed long and short names freed and made again under other names: every name read is its tube\'s', () => {
     const rand = mulberry32u32(0x5eed);
     const table = TubeTable.create({ shards: 4, initialTubes: 4 });
