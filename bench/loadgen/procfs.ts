@@ -36,6 +36,16 @@ export function processCpuS(pid: number): number | null {
 }
 
 /** Resident set size of `pid` in bytes (VmRSS), null if unreadable. */
+export function processRssBytes(pid: number): number | null {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+    return m ? Number(m[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
 /** A server's RSS counts as settled once it has held within 1% for this long. */
 export const RSS_SETTLE_MS = 3000;
 /** … or once this much time has passed. */
@@ -60,16 +70,6 @@ export async function steadyRssBytes(pid: number): Promise<number | null> {
     last = now;
   }
   return last;
-}
-
-export function processRssBytes(pid: number): number | null {
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
-    return m ? Number(m[1]) * 1024 : null;
-  } catch {
-    return null;
-  }
 }
 
 export function isLoopback(host: string): boolean {

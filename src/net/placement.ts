@@ -14,8 +14,9 @@
 // total-connections), so an idle connection that has said nothing is in `stats` as in
 // beanstalkd; once handed over, by the thread that serves it.
 
+import { isTubeName } from '../proto/beanstalk/parser.ts';
 import { shardOf } from '../route/hash.ts';
-import { RAW_READ_BUFFER, rawBinding, type TcpHandle } from './raw.ts';
+import { ignoreRead, RAW_READ_BUFFER, rawBinding, type TcpHandle } from './raw.ts';
 
 /** The longest first line read before the connection is handed over anyway (beanstalkd's longest command line is 224 bytes). */
 export const PLACEMENT_SNIFF_BYTES = 256;
@@ -24,10 +25,6 @@ export const PLACEMENT_SLACK = 16;
 
 const USE = Buffer.from('use ');
 const WATCH = Buffer.from('watch ');
-/** beanstalkd's tube name characters (prot.c's NAME_CHARS). */
-const NAME_CHAR = new Uint8Array(256);
-for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()') NAME_CHAR[c.charCodeAt(0)] = 1;
-const MAX_TUBE_NAME = 200;
 
 function startsWith(b: Uint8Array, n: number, prefix: Buffer): boolean {
   if (n < prefix.length) return false;
@@ -43,11 +40,9 @@ function startsWith(b: Uint8Array, n: number, prefix: Buffer): boolean {
 export function firstTube(b: Uint8Array, n: number): string {
   const prefix = startsWith(b, n, USE) ? USE.length : startsWith(b, n, WATCH) ? WATCH.length : -1;
   if (prefix < 0) return 'default';
-  let end = prefix;
-  while (end < n && NAME_CHAR[b[end]] === 1) end++;
-  const len = end - prefix;
-  if (len === 0 || len > MAX_TUBE_NAME || b[prefix] === 0x2d /* - */ || end + 1 >= n || b[end] !== 0x0d || b[end + 1] !== 0x0a) return 'default';
-  return Buffer.from(b.buffer, b.byteOffset + prefix, len).toString('latin1');
+  const cr = b.indexOf(0x0d, prefix);
+  if (cr < 0 || cr + 1 >= n || b[cr + 1] !== 0x0a || !isTubeName(b, prefix, cr)) return 'default';
+  return Buffer.from(b.buffer, b.byteOffset + prefix, cr - prefix).toString('latin1');
 }
 
 /** The thread for a connection whose work is on `shard`'s thread, given each thread's connections now. */
@@ -85,8 +80,6 @@ function onSniffRead(this: Sniffed): void {
   const s = this.sniff;
   if (s !== null) s.placement.read(s);
 }
-
-function ignoreRead(): void {}
 
 export class Placement {
   private readonly host: PlacementHost;

@@ -129,7 +129,8 @@ export interface RawOwner {
 // the next write; one that went on asynchronously keeps it until its completion.
 let spareWrite: WriteReq | null = null;
 
-function ignoreRead(): void {}
+/** A handle's read callback once its reads no longer matter (the field takes only a function). */
+export function ignoreRead(): void {}
 
 function onWriteDone(this: WriteReq, status: number): void {
   const conn = this.conn as RawConnection;

@@ -51,6 +51,14 @@ const NAME_CHAR = new Uint8Array(256);
 for (const ch of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()') {
   NAME_CHAR[ch.charCodeAt(0)] = 1;
 }
+/** Whether `buf[s, e)` is a tube name beanstalkd takes: 1 to 200 of its NAME_CHARS, not starting with '-'. */
+export function isTubeName(buf: Uint8Array, s: number, e: number): boolean {
+  const len = e - s;
+  if (len < 1 || len > TUBE_NAME_BYTES_MAX || buf[s] === 45) return false;
+  for (let i = s; i < e; i++) if (!NAME_CHAR[buf[i]]) return false;
+  return true;
+}
+
 // C's isspace, which strtol/strtoul skip.
 const C_SPACE = new Uint8Array(256);
 for (const c of [32, 9, 10, 11, 12, 13]) C_SPACE[c] = 1;
@@ -309,10 +317,8 @@ export class Parser extends StreamParser {
   }
 
   private validTube(buf: Uint8Array, s: number, e: number): boolean {
-    const len = e - s;
-    if (len < 1 || len > TUBE_NAME_BYTES_MAX || buf[s] === 45) return false;
-    for (let i = s; i < e; i++) if (!NAME_CHAR[buf[i]]) return false;
-    this.name = Buffer.from(buf.buffer, buf.byteOffset + s, len).toString('latin1');
+    if (!isTubeName(buf, s, e)) return false;
+    this.name = Buffer.from(buf.buffer, buf.byteOffset + s, e - s).toString('latin1');
     return true;
   }
 
