@@ -366,6 +366,14 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 /** How much later than its timeout a -TIMEOUT (or a timer's effect) may come. */
 export const LATE_MS = 2000;
 
+/**
+ * The longest a test lets pass between two of its own commands when a timer must not fire in
+ * between (a TTR, a TTL, a wait timeout or a schedule time that a later check still needs ahead).
+ * A test that checks an in-between state sets its timer to at least this, so a slow CI machine
+ * cannot pass the timer before the check (a 10 ms TTL once did).
+ */
+export const STEP_MS = 1000;
+
 /** Clock granularity slack for "not before": Node timers may fire a hair early against performance.now. */
 export const EARLY_SLACK_MS = 2;
 

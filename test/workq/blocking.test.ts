@@ -16,7 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { shardOf } from '../../src/route/hash.ts';
 import {
   addCmd, completeCmd, EARLY_SLACK_MS, failCmd, LATE_MS, leaseReply, leasesWaiting, namesOnShards, NOT_FOUND, OK,
-  resultReply, resultWaiters, runCmd, scheduleCmd, SHARD_COUNTS, sleep, eventually, TIMEOUT, uuid, uuids, wqFixture, wqTime,
+  resultReply, resultWaiters, runCmd, scheduleCmd, SHARD_COUNTS, sleep, STEP_MS, eventually, TIMEOUT, uuid, uuids, wqFixture, wqTime,
   type WqClient, type WqServer,
 } from '../support/workq.ts';
 
@@ -151,10 +151,10 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const f = await wqFixture(shards, ctx);
     const [r, w] = await f.conns(2);
     const id = uuid();
-    await r!.send(runCmd(id, 'rq', 5000, 100, 'slow'));
+    await r!.send(runCmd(id, 'rq', 5000, STEP_MS, 'slow'));
     await w!.ask('lease rq 2000', leaseReply(id, 'rq', 5000, 'slow'));
-    // A deliberate wait: time must pass (well past the 100 ms wait timeout) while the job is leased.
-    await sleep(400);
+    // A deliberate wait: time must pass (past the wait timeout) while the job is leased.
+    await sleep(STEP_MS + 200);
     await r!.expectNothing(0);
     await w!.want(completeCmd(id, 'late but in time'), OK);
     await r!.expect(resultReply(id, true, 'late but in time'));
@@ -165,12 +165,14 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): run', (shards) => {
     const f = await wqFixture(shards, ctx);
     const [r, w] = await f.conns(2);
     const id = uuid();
-    await r!.send(runCmd(id, 'rq', 500, 100, 'stuck'));
-    // The TTR (500 ms) counts from the lease, which starts after t0 whatever the load.
+    // The lease comes within the wait timeout (STEP_MS); the TTR ends after the wait timeout.
+    const ttr = 2 * STEP_MS;
+    await r!.send(runCmd(id, 'rq', ttr, STEP_MS, 'stuck'));
+    // The TTR counts from the lease, which starts after t0 whatever the load.
     const t0 = performance.now();
-    await w!.ask('lease rq 2000', leaseReply(id, 'rq', 500, 'stuck'));
-    await r!.expect(TIMEOUT, 500 + LATE_MS);
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(500 - EARLY_SLACK_MS);
+    await w!.ask('lease rq 2000', leaseReply(id, 'rq', ttr, 'stuck'));
+    await r!.expect(TIMEOUT, ttr + LATE_MS);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(ttr - EARLY_SLACK_MS);
     await w!.ask(`inspect job ${id}`, NOT_FOUND);
     await w!.want(completeCmd(id, 'too late'), NOT_FOUND);
     await w!.ask('lease rq 0', TIMEOUT);

@@ -31,8 +31,10 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): add and inspect job', (shards) 
     const f = await wqFixture(shards, ctx);
     const c = await f.conn();
     const id = uuid();
-    await c.want(addCmd(id, 'q', 5, 10, 'x'), OK);
-    expect(await c.inspectJob(id)).toMatchObject({ priority: 0, maxAttempts: 0, maxFails: 0, state: 0, ttr: 5, ttl: 10 });
+    // A TTL long enough that the job cannot expire between the add and the inspect, however slow the
+    // machine (a 10 ms TTL once did, in CI).
+    await c.want(addCmd(id, 'q', 5, 600000, 'x'), OK);
+    expect(await c.inspectJob(id)).toMatchObject({ priority: 0, maxAttempts: 0, maxFails: 0, state: 0, ttr: 5, ttl: 600000 });
   });
 
   it('the exact inspect job bytes of a fresh job', async (ctx) => {

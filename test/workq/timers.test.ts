@@ -2,13 +2,14 @@
 // -max-attempts is reached), TTL eviction of jobs and of results with the `evicted-jobs` count,
 // and scheduled jobs waking up. Every case runs with 1 and 4 shards.
 //
-// Timings are short (a few hundred ms). An effect must never come before its time (allowing
-// EARLY_SLACK_MS of clock granularity) and may come up to LATE_MS after it.
+// Timings are short. An effect must never come before its time (allowing EARLY_SLACK_MS of clock
+// granularity) and may come up to LATE_MS after it. A timer that a later check needs still ahead
+// is at least STEP_MS, however slow the machine running the test.
 
 import { describe, expect, it } from 'vitest';
 import {
   addCmd, completeCmd, EARLY_SLACK_MS, E_DUP_RESULT, eventually, failCmd, inspectQueueReply, LATE_MS, leaseReply,
-  namesOnShards, NOT_FOUND, OK, OK_0, resultReply, scheduleCmd, SHARD_COUNTS, sleep, TIMEOUT, uuid, uuids,
+  namesOnShards, NOT_FOUND, OK, OK_0, resultReply, scheduleCmd, SHARD_COUNTS, sleep, STEP_MS, TIMEOUT, uuid, uuids,
   wqFixture, wqTime, wqTimeShown, type WqClient,
 } from '../support/workq.ts';
 
@@ -23,18 +24,19 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTR', (shards) => {
     const f = await wqFixture(shards, ctx);
     const c = await f.conn();
     const id = uuid();
-    await c.want(addCmd(id, 'q', 200, 60000, 'x'), OK);
+    const ttr = STEP_MS;
+    await c.want(addCmd(id, 'q', ttr, 60000, 'x'), OK);
     // t0 before the lease: the TTR starts after it, however late the reply is read under load.
     const t0 = performance.now();
-    await c.ask('lease q 0', leaseReply(id, 'q', 200, 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', ttr, 'x'));
     expect(await c.inspectJob(id)).toMatchObject({ state: 4, attempts: 1 });
-    const ms = await untilState(c, id, 3, t0, 200 + LATE_MS);
-    expect(ms).toBeGreaterThanOrEqual(200 - EARLY_SLACK_MS);
+    const ms = await untilState(c, id, 3, t0, ttr + LATE_MS);
+    expect(ms).toBeGreaterThanOrEqual(ttr - EARLY_SLACK_MS);
     expect(await c.inspectJob(id)).toMatchObject({ state: 3, attempts: 1 });
     await c.ask('inspect queue q', inspectQueueReply('q', 1, 0));
     const listed = await c.inspectJobs('jobs', 'q', 0, 10);
     expect(listed.map((j) => [j.id, j.state])).toEqual([[id, 3]]);
-    await c.ask('lease q 0', leaseReply(id, 'q', 200, 'x'));
+    await c.ask('lease q 0', leaseReply(id, 'q', ttr, 'x'));
     expect(await c.inspectJob(id)).toMatchObject({ state: 4, attempts: 2 });
     await c.want(completeCmd(id, 'second time'), OK);
     await c.ask(`result ${id} 0`, resultReply(id, true, 'second time'));
@@ -45,12 +47,13 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTR', (shards) => {
     const [a, b] = await f.conns(2);
     const [name] = namesOnShards('ttr', 1, shards);
     const id = uuid();
-    await a!.want(addCmd(id, name!, 300, 60000, 'again'), OK);
+    const ttr = STEP_MS;
+    await a!.want(addCmd(id, name!, ttr, 60000, 'again'), OK);
     const t0 = performance.now();
-    await a!.ask(`lease ${name} 0`, leaseReply(id, name!, 300, 'again'));
+    await a!.ask(`lease ${name} 0`, leaseReply(id, name!, ttr, 'again'));
     await b!.send(`lease ${name} 5000\r\n`);
-    await b!.expect(leaseReply(id, name!, 300, 'again'), 300 + LATE_MS);
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(300 - EARLY_SLACK_MS);
+    await b!.expect(leaseReply(id, name!, ttr, 'again'), ttr + LATE_MS);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(ttr - EARLY_SLACK_MS);
     expect(await b!.inspectJob(id)).toMatchObject({ state: 4, attempts: 2 });
   });
 
@@ -58,11 +61,11 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTR', (shards) => {
     const f = await wqFixture(shards, ctx);
     const c = await f.conn();
     const [hi, lo] = uuids(2);
-    await c.want(addCmd(hi!, 'q', 150, 60000, 'hi', { priority: 10 }), OK);
+    await c.want(addCmd(hi!, 'q', STEP_MS, 60000, 'hi', { priority: 10 }), OK);
     await c.want(addCmd(lo!, 'q', 60000, 60000, 'lo', { priority: 1 }), OK);
-    await c.ask('lease q 0', leaseReply(hi!, 'q', 150, 'hi'));
-    await untilState(c, hi!, 3, performance.now(), 150 + LATE_MS);
-    await c.ask('lease q 0', leaseReply(hi!, 'q', 150, 'hi'));
+    await c.ask('lease q 0', leaseReply(hi!, 'q', STEP_MS, 'hi'));
+    await untilState(c, hi!, 3, performance.now(), STEP_MS + LATE_MS);
+    await c.ask('lease q 0', leaseReply(hi!, 'q', STEP_MS, 'hi'));
     await c.ask('lease q 0', leaseReply(lo!, 'q', 60000, 'lo'));
   });
 
@@ -122,18 +125,19 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): -max-attempts', (shards) => {
     const f = await wqFixture(shards, ctx);
     const [w, r] = await f.conns(2);
     const id = uuid();
-    await w!.want(addCmd(id, 'q', 200, 60000, 'x', { maxAttempts: 2 }), OK);
+    const ttr = STEP_MS;
+    await w!.want(addCmd(id, 'q', ttr, 60000, 'x', { maxAttempts: 2 }), OK);
     await r!.send(`result ${id} 10000\r\n`);
     // Measured from before the first lease: whatever the load, the first lease starts after t0,
-    // its TTR ends 200 ms later, the second lease starts after that and fails 200 ms later again.
+    // its TTR ends ttr later, the second lease starts after that and fails ttr later again.
     const t0 = performance.now();
-    await w!.ask('lease q 0', leaseReply(id, 'q', 200, 'x'));
+    await w!.ask('lease q 0', leaseReply(id, 'q', ttr, 'x'));
     // The second lease waits for the requeue.
-    await w!.ask('lease q 5000', leaseReply(id, 'q', 200, 'x'), 200 + LATE_MS);
+    await w!.ask('lease q 5000', leaseReply(id, 'q', ttr, 'x'), ttr + LATE_MS);
     expect(await w!.inspectJob(id)).toMatchObject({ state: 4, attempts: 2 });
     await r!.expectNothing(0);
-    await r!.expect(resultReply(id, false, ''), 200 + LATE_MS);
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(400 - EARLY_SLACK_MS);
+    await r!.expect(resultReply(id, false, ''), ttr + LATE_MS);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(2 * ttr - EARLY_SLACK_MS);
     expect(await w!.inspectJob(id)).toMatchObject({ state: 2, attempts: 2, maxAttempts: 2 });
     await w!.ask('lease q 100', TIMEOUT);
   });
@@ -142,9 +146,9 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): -max-attempts', (shards) => {
     const f = await wqFixture(shards, ctx);
     const c = await f.conn();
     const id = uuid();
-    await c.want(addCmd(id, 'q', 100, 60000, 'x'), OK);
-    for (let attempt = 1; attempt <= 4; attempt++) {
-      await c.ask('lease q 5000', leaseReply(id, 'q', 100, 'x'), 100 + LATE_MS);
+    await c.want(addCmd(id, 'q', STEP_MS, 60000, 'x'), OK);
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      await c.ask('lease q 5000', leaseReply(id, 'q', STEP_MS, 'x'), STEP_MS + LATE_MS);
       expect(await c.inspectJob(id)).toMatchObject({ state: 4, attempts: attempt });
     }
   });
@@ -157,10 +161,10 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTL', (shards) => {
     expect((await c.inspectServer()).evictedJobs).toBe(0);
     const id = uuid();
     const t0 = performance.now();
-    await c.want(addCmd(id, 'q', 60000, 300, 'x'), OK);
+    await c.want(addCmd(id, 'q', 60000, STEP_MS, 'x'), OK);
     expect(await c.jobState(id)).toBe(0);
-    const ms = await untilState(c, id, null, t0, 300 + LATE_MS);
-    expect(ms).toBeGreaterThanOrEqual(300 - EARLY_SLACK_MS);
+    const ms = await untilState(c, id, null, t0, STEP_MS + LATE_MS);
+    expect(ms).toBeGreaterThanOrEqual(STEP_MS - EARLY_SLACK_MS);
     await c.ask('inspect queue q', inspectQueueReply('q', 0, 0));
     await c.ask('lease q 0', TIMEOUT);
     await c.ask(`result ${id} 0`, NOT_FOUND);
@@ -174,15 +178,17 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTL', (shards) => {
     const c = await f.conn();
     const [leased, pending] = uuids(2);
     const t0 = performance.now();
-    await c.want(addCmd(leased!, 'q', 60000, 400, 'leased', { priority: 2 }), OK);
-    await c.want(addCmd(pending!, 'q', 100, 600, 'pending', { priority: 1 }), OK);
+    // Both leases come within STEP_MS of the adds; the pending job's TTR ends before its TTL.
+    const ttr = STEP_MS / 2;
+    await c.want(addCmd(leased!, 'q', 60000, STEP_MS, 'leased', { priority: 2 }), OK);
+    await c.want(addCmd(pending!, 'q', ttr, 2 * STEP_MS, 'pending', { priority: 1 }), OK);
     await c.ask('lease q 0', leaseReply(leased!, 'q', 60000, 'leased'));
-    await c.ask('lease q 0', leaseReply(pending!, 'q', 100, 'pending'));
-    await untilState(c, pending!, 3, t0, 100 + LATE_MS);
-    const ms1 = await untilState(c, leased!, null, t0, 400 + LATE_MS);
-    expect(ms1).toBeGreaterThanOrEqual(400 - EARLY_SLACK_MS);
-    const ms2 = await untilState(c, pending!, null, t0, 600 + LATE_MS);
-    expect(ms2).toBeGreaterThanOrEqual(600 - EARLY_SLACK_MS);
+    await c.ask('lease q 0', leaseReply(pending!, 'q', ttr, 'pending'));
+    await untilState(c, pending!, 3, t0, STEP_MS + ttr + LATE_MS);
+    const ms1 = await untilState(c, leased!, null, t0, STEP_MS + LATE_MS);
+    expect(ms1).toBeGreaterThanOrEqual(STEP_MS - EARLY_SLACK_MS);
+    const ms2 = await untilState(c, pending!, null, t0, 2 * STEP_MS + LATE_MS);
+    expect(ms2).toBeGreaterThanOrEqual(2 * STEP_MS - EARLY_SLACK_MS);
     await c.want(completeCmd(leased!, 'late'), NOT_FOUND);
     await c.ask('inspect queue q', inspectQueueReply('q', 0, 0));
     await c.ask('lease q 0', TIMEOUT);
@@ -194,14 +200,14 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTL', (shards) => {
     const c = await f.conn();
     const [done, failed] = uuids(2);
     const t0 = performance.now();
-    await c.want(addCmd(done!, 'q', 60000, 400, 'x'), OK);
-    await c.want(addCmd(failed!, 'q', 60000, 400, 'y'), OK);
+    await c.want(addCmd(done!, 'q', 60000, STEP_MS, 'x'), OK);
+    await c.want(addCmd(failed!, 'q', 60000, STEP_MS, 'y'), OK);
     await c.want(completeCmd(done!, 'kept'), OK);
     await c.want(failCmd(failed!, 'kept too'), OK);
     await c.ask(`result ${done} 0`, resultReply(done!, true, 'kept'));
     await c.ask(`result ${failed} 0`, resultReply(failed!, false, 'kept too'));
-    await eventually('results removed', async () => (await c.request(`result ${done} 0`)) === NOT_FOUND, 400 + LATE_MS, 10);
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(400 - EARLY_SLACK_MS);
+    await eventually('results removed', async () => (await c.request(`result ${done} 0`)) === NOT_FOUND, STEP_MS + LATE_MS, 10);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(STEP_MS - EARLY_SLACK_MS);
     await eventually('results removed', async () => (await c.request(`result ${failed} 0`)) === NOT_FOUND, LATE_MS, 10);
     await c.ask(`inspect job ${done}`, NOT_FOUND);
     await c.ask(`inspect job ${failed}`, NOT_FOUND);
@@ -215,12 +221,12 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): TTL', (shards) => {
     const names = namesOnShards('ev', 4, shards);
     const ids = uuids(6);
     // Evicted unprocessed: ids 0, 1, 2 (on different names/shards). Processed: 3, 4. Deleted: 5.
-    for (let i = 0; i < 6; i++) await c.want(addCmd(ids[i]!, names[i % 4]!, 60000, 300, `j${i}`), OK);
+    for (let i = 0; i < 6; i++) await c.want(addCmd(ids[i]!, names[i % 4]!, 60000, STEP_MS, `j${i}`), OK);
     await c.want(completeCmd(ids[3]!, 'r'), OK);
     await c.want(failCmd(ids[4]!, 'r'), OK);
     await c.ask(`delete ${ids[5]}`, OK);
     await c.ask(`lease ${names[1]} 0`, leaseReply(ids[1]!, names[1]!, 60000, 'j1'));
-    for (const id of ids) await untilState(c, id, null, performance.now(), 300 + LATE_MS);
+    for (const id of ids) await untilState(c, id, null, performance.now(), STEP_MS + LATE_MS);
     expect((await c.inspectServer()).evictedJobs).toBe(3);
   });
 
@@ -243,7 +249,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): schedule', (shards) => {
     const f = await wqFixture(shards, ctx);
     const c = await f.conn();
     const id = uuid();
-    const at = Date.now() + 500;
+    const at = Date.now() + STEP_MS;
     await c.want(scheduleCmd(id, 'sq', 1000, 60000, wqTime(at), 'due', { priority: 3 }), OK);
     await c.ask('inspect queue sq', inspectQueueReply('sq', 0, 1));
     await c.ask('inspect jobs sq 0 10', OK_0);
@@ -252,7 +258,7 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): schedule', (shards) => {
     expect(s!.keyOrder.at(-1)).toBe('time');
     expect(await c.inspectJob(id)).toMatchObject({ keyCount: 13, time: wqTimeShown(at) });
     await c.ask('lease sq 0', TIMEOUT);
-    await c.ask('lease sq 5000', leaseReply(id, 'sq', 1000, 'due'), 500 + LATE_MS);
+    await c.ask('lease sq 5000', leaseReply(id, 'sq', 1000, 'due'), STEP_MS + LATE_MS);
     expect(Date.now()).toBeGreaterThanOrEqual(at - EARLY_SLACK_MS);
     await c.ask('inspect queue sq', inspectQueueReply('sq', 0, 0));
     expect(await c.inspectJob(id)).toMatchObject({ state: 4, attempts: 1, time: wqTimeShown(at) });
@@ -320,13 +326,14 @@ describe.each(SHARD_COUNTS)('workq, %i shard(s): schedule', (shards) => {
     const c = await f.conn();
     const id = uuid();
     const t0 = performance.now();
-    const at = Date.now() + 1000;
-    // Counted from creation the TTL would end at +1500 ms; from the schedule time, at +2500 ms.
-    await c.want(scheduleCmd(id, 'sq', 60000, 1500, wqTime(at), 'x'), OK);
-    await sleep(Math.max(0, at + 1000 - Date.now()));
+    const at = Date.now() + 2 * STEP_MS;
+    // Counted from creation the TTL would end at +2 steps; from the schedule time, at +4 steps. The
+    // check at +3 steps has a step on either side.
+    await c.want(scheduleCmd(id, 'sq', 60000, 2 * STEP_MS, wqTime(at), 'x'), OK);
+    await sleep(Math.max(0, at + STEP_MS - Date.now()));
     expect(await c.jobState(id)).toBe(0);
-    const ms = await untilState(c, id, null, t0, 2500 + LATE_MS);
-    expect(ms).toBeGreaterThanOrEqual(2500 - 20);
+    const ms = await untilState(c, id, null, t0, 4 * STEP_MS + LATE_MS);
+    expect(ms).toBeGreaterThanOrEqual(4 * STEP_MS - 20);
     expect((await c.inspectServer()).evictedJobs).toBe(1);
   });
 });
