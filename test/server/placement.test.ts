@@ -149,15 +149,22 @@ describe('connection threads place connections by their first line', () => {
 
   it('counts a connection that has said nothing yet, and one that leaves before its first line', async () => {
     const s = (server = await startServer({ port: 0, shards: 2, connectionThreads: true, logLevel: 'silent', workq: null }));
+    // A stats connection the client has closed counts until its thread reads the end (as in
+    // beanstalkd): each count below waits for the threads to have closed the earlier ones.
+    const threadsIdle = (): boolean => s.beanstalk.connectionsOf(siteRow(0)) + s.beanstalk.connectionsOf(siteRow(1)) === 0;
     const before = await statsOf(s.port, 'total-connections');
+    await waitUntil('the stats connection closed', threadsIdle);
     const quiet = await connect(s.port);
     await waitUntil('held by the main thread', () => s.beanstalk.connectionsOf(0) === 1);
     expect(await statsOf(s.port, 'current-connections')).toBe(2); // the quiet one and the asking one
+    await waitUntil('the stats connection closed', threadsIdle);
     expect(await statsOf(s.port, 'total-connections')).toBe(before + 3);
+    await waitUntil('the stats connection closed', threadsIdle);
     quiet.write('use a'); // half a line, then gone
     quiet.end();
     await waitUntil('closed by the main thread', () => s.beanstalk.connectionsOf(0) === 0);
     expect(await statsOf(s.port, 'current-connections')).toBe(1);
+    await waitUntil('the stats connection closed', threadsIdle);
     expect(await statsOf(s.port, 'total-connections')).toBe(before + 5);
   });
 
