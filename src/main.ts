@@ -5,6 +5,7 @@ import { VERSION } from './version.ts';
 import { makeLogger } from './log.ts';
 import { startReclaimTimer } from './shared/reclaim.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
+import { BUSY_POLL_US_DEFAULT, BUSY_POLL_US_MAX } from './route/router.ts';
 import { FSYNC_MS_DEFAULT, HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer, WORKQ_PORT_DEFAULT } from './server.ts';
 import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
 import { HTTP_METRICS_TUBES_DEFAULT, HTTP_PORT_DEFAULT } from './ops/http.ts';
@@ -34,6 +35,9 @@ Options:
               only parses and routes; for comparisons and heavy pipelined load on many cores)
  --connection-threads  serve beanstalk connections on one thread per shard, each running its shard
               (the main thread accepts and hands sockets over; workq and HTTP stay on it)
+ --busy-poll-us N  keep polling the sockets this many microseconds after a read before sleeping, so a
+              client's next command is read without waking the thread (0: sleep at once; default
+              ${BUSY_POLL_US_DEFAULT}; costs CPU only while commands keep coming)
  -V           increase verbosity (info; -V debug; -VV trace)
  -v, --version  show version information
  -h, --help   show this help
@@ -67,6 +71,7 @@ try {
       shards: { type: 'string' },
       'all-shards-on-threads': { type: 'boolean' },
       'connection-threads': { type: 'boolean' },
+      'busy-poll-us': { type: 'string' },
       'workq-listen': { type: 'string' },
       'no-workq': { type: 'boolean' },
       http: { type: 'string' },
@@ -119,6 +124,7 @@ const server = await startServer({
   shards: intArg('--shards', o.shards, 1, 254) ?? shardsDefault(),
   shardHere: !(o['all-shards-on-threads'] ?? false),
   connectionThreads: o['connection-threads'] ?? false,
+  busyPollUs: intArg('--busy-poll-us', o['busy-poll-us'], 0, BUSY_POLL_US_MAX) ?? BUSY_POLL_US_DEFAULT,
   binlogDir: o.b,
   fsyncMs: intArg('-f', o.f, 0, 86_400_000),
   noFsync: o.F ?? false,

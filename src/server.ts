@@ -61,6 +61,11 @@ export interface ServerOptions {
    * them in turn, and keeps workq and the HTTP port. Default false.
    */
   connectionThreads?: boolean;
+  /**
+   * Microseconds a connection-serving thread keeps polling its sockets after a read before it
+   * sleeps (--busy-poll-us; default BUSY_POLL_US_DEFAULT; 0: sleep at once).
+   */
+  busyPollUs?: number;
   /** Bytes of each main↔shard ring (default RING_BYTES_DEFAULT). */
   ringBytes?: number;
   /** Request bytes queued per shard before connections stop parsing (default BACKLOG_BYTES_DEFAULT). */
@@ -163,11 +168,11 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
   const mesh = opts.connectionThreads === true ? makeMesh(shards) : null;
   const router = new Router({
     shards, jobSizeMax, wal, logLevel, walFaults: opts.walFaults, here: opts.shardHere === false ? null : 0,
-    ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes, mesh: mesh === null ? undefined : { mesh, site: mainSite(mesh) },
+    ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes, busyPollUs: opts.busyPollUs, mesh: mesh === null ? undefined : { mesh, site: mainSite(mesh) },
   });
   const beanstalk = new BeanstalkServer(router);
   const threads = mesh === null ? null : new ConnectionThreads(
-    { mesh, shared: router.shared, counters: beanstalk.counters.shared, jobSizeMax, wal, logLevel, walFaults: opts.walFaults, backlogBytes: opts.backlogBytes },
+    { mesh, shared: router.shared, counters: beanstalk.counters.shared, jobSizeMax, wal, logLevel, walFaults: opts.walFaults, backlogBytes: opts.backlogBytes, busyPollUs: opts.busyPollUs },
     (site, err) => {
       log.fatal({ site, err }, 'a connection thread died; exiting');
       process.exit(70);

@@ -26,6 +26,7 @@ const router = new Router({
   logLevel: d.logLevel,
   walFaults: d.walFaults,
   backlogBytes: d.backlogBytes,
+  busyPollUs: d.busyPollUs,
   mesh: { mesh: d.mesh, site: d.site },
   shared: d.shared,
 });

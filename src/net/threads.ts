@@ -26,6 +26,8 @@ export interface SiteData {
   readonly logLevel: string;
   readonly walFaults?: SharedArrayBuffer;
   readonly backlogBytes?: number;
+  /** --busy-poll-us (RouterConfig.busyPollUs). */
+  readonly busyPollUs?: number;
 }
 
 /** A site's counters row: the main thread has row 0. */

@@ -46,6 +46,9 @@ describe('the shardstalk command', () => {
     const bad = spawnSync(NODE, [MAIN, '-p', 'nope'], { encoding: 'utf8' });
     expect(bad.status).toBe(5);
     expect(bad.stderr).toContain('-p wants a whole number');
+    const poll = spawnSync(NODE, [MAIN, '--busy-poll-us', '10001'], { encoding: 'utf8' });
+    expect(poll.status).toBe(5);
+    expect(poll.stderr).toContain('--busy-poll-us must be between 0 and 10000');
   });
 
   it.each([[[]], [['--connection-threads']]])('%j: serves, enters drain mode on SIGUSR1 and exits cleanly on SIGTERM', async (flags: string[]) => {
