@@ -35,9 +35,10 @@ Options:
               only parses and routes; for comparisons and heavy pipelined load on many cores)
  --connection-threads  serve beanstalk connections on one thread per shard, each running its shard
               (the main thread accepts and hands sockets over; workq and HTTP stay on it)
- --busy-poll-us N  keep polling the sockets this many microseconds after a read before sleeping, so a
-              client's next command is read without waking the thread (0: sleep at once; default
-              ${BUSY_POLL_US_DEFAULT}; costs CPU only while commands keep coming)
+ --busy-poll-us N  every thread keeps polling this many microseconds after its last read (or
+              request, a shard thread) before sleeping, so a client's next command needs no wake-up
+              (0: sleep at once; default ${BUSY_POLL_US_DEFAULT} for the threads that can have a core to
+              themselves, none for the others; costs CPU only while commands keep coming)
  -V           increase verbosity (info; -V debug; -VV trace)
  -v, --version  show version information
  -h, --help   show this help
@@ -124,7 +125,7 @@ const server = await startServer({
   shards: intArg('--shards', o.shards, 1, 254) ?? shardsDefault(),
   shardHere: !(o['all-shards-on-threads'] ?? false),
   connectionThreads: o['connection-threads'] ?? false,
-  busyPollUs: intArg('--busy-poll-us', o['busy-poll-us'], 0, BUSY_POLL_US_MAX) ?? BUSY_POLL_US_DEFAULT,
+  busyPollUs: intArg('--busy-poll-us', o['busy-poll-us'], 0, BUSY_POLL_US_MAX),
   binlogDir: o.b,
   fsyncMs: intArg('-f', o.f, 0, 86_400_000),
   noFsync: o.F ?? false,

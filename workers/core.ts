@@ -43,6 +43,8 @@ export interface ShardConfig {
    * request through one ring, names first.)
    */
   tubeName?: (tube: number) => string | undefined;
+  /** For a shard on a thread of its own (workers/shard.ts): microseconds it polls its ring after its last request before it sleeps (--busy-poll-us). */
+  busyPollUs?: number;
 }
 
 /** Live jobs moved out of the oldest log segment per batch (compaction runs a little at a time). */

@@ -3,7 +3,10 @@
 // It has no event loop work to do: it drains its request ring, applies each record to the core,
 // runs the clock (delays, TTRs, pauses), publishes every reply of the batch with one ring write
 // and one doorbell, then sleeps in Atomics.wait until the next request or the next deadline —
-// whichever comes first. No per-job timers: the next wake comes from the heap tops.
+// whichever comes first. No per-job timers: the next wake comes from the heap tops. Before it
+// sleeps it watches its ring for --busy-poll-us (BUSY_POLL_US_DEFAULT): a request that comes
+// meanwhile (a one-command-in-flight client's next one) costs no wake-up of this thread, and the
+// main thread rings no futex for it, since this thread has not announced a sleep.
 
 import { parentPort, workerData } from 'node:worker_threads';
 import { Doorbell } from '../src/shared/doorbell.ts';
@@ -30,6 +33,7 @@ const bell = Doorbell.attach(data.bell);
 const mainBell = Doorbell.attach(data.mainBell);
 const stop = new Int32Array(data.stop);
 const core = new ShardCore(data);
+const busyPollMs = (data.busyPollUs ?? 0) / 1000;
 const out = core.out;
 const reader = new RecordReader();
 
@@ -47,6 +51,15 @@ function publish(): void {
   }
   out.reset();
   mainBell.ring();
+}
+
+/** Watches the ring until a request is there (true) or `until` (performance.now()) passes, or the pool stops (false). */
+function pollRing(until: number): boolean {
+  do {
+    if (inRing.readable() > 0) return true;
+    if (Atomics.load(stop, 0) !== 0) return false;
+  } while (performance.now() < until);
+  return inRing.readable() > 0;
 }
 
 function loop(): void {
@@ -76,6 +89,7 @@ function loop(): void {
     else if (got) mainBell.ring();
     core.tidyLog(Date.now());
     if (got) continue;
+    if (busyPollMs > 0 && pollRing(Math.min(performance.now() + busyPollMs, performance.now() + (next - Date.now())))) continue;
     const seq = bell.prepareWait();
     if (inRing.readable() > 0 || Atomics.load(stop, 0) !== 0) {
       bell.cancelWait();

@@ -22,7 +22,8 @@ import { WorkqRouter } from './workq.ts';
 
 /**
  * How long a connection-serving thread keeps polling its sockets after its last read before it
- * sleeps in the kernel (microseconds; --busy-poll-us). A thread asleep in epoll_wait takes tens of
+ * sleeps in the kernel (microseconds; --busy-poll-us), and a shard thread its ring after its last
+ * request (workers/shard.ts). A thread asleep in epoll_wait takes tens of
  * microseconds to wake on a virtual machine (measured here: ~45 µs of a 66 µs round trip), more than
  * a command's whole work; a client that sends its next command within this window finds the thread
  * awake. Costs CPU only while reads keep coming: at most this long per read, never when idle.
@@ -50,8 +51,10 @@ export interface RouterConfig {
    */
   mesh?: { mesh: Mesh; site: number };
   shared?: RouterShared;
-  /** Microseconds to keep polling after a read (default BUSY_POLL_US_DEFAULT; 0: sleep at once). */
+  /** Microseconds this thread keeps polling after a read (default BUSY_POLL_US_DEFAULT; 0: sleep at once). */
   busyPollUs?: number;
+  /** Microseconds its shard threads keep polling their rings after a request (default 0: sleep at once). */
+  shardBusyPollUs?: number;
 }
 
 /** The routing state every thread of a server shares, all in SharedArrayBuffers (for workerData). */
@@ -125,7 +128,7 @@ export class Router {
         here: config.here === undefined ? 0 : config.here,
         ringBytes: config.ringBytes,
         backlogBytes: config.backlogBytes,
-        config: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults, ids: this.ids.shared },
+        config: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults, ids: this.ids.shared, busyPollUs: config.shardBusyPollUs ?? 0 },
         tubeName: (tube) => this.tubes.table.name(tube),
         schedule: () => this.flushSoon(),
         mesh: config.mesh,

@@ -4,7 +4,7 @@
 
 import { afterEach, expect, it } from 'vitest';
 import { BUSY_POLL_US_DEFAULT, BUSY_POLL_US_MAX } from '../../src/route/router.ts';
-import { startServer, type RunningServer } from '../../src/server.ts';
+import { busyPollByDefault, startServer, type RunningServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
 
@@ -46,4 +46,37 @@ it('the default polls (BUSY_POLL_US_DEFAULT); 0 never does', async () => {
   for (let i = 0; i < 20; i++) expect(await off.c.request('use t')).toBe('USING t\r\n');
   expect(off.s.router.busyPolls).toBe(0);
   expect(off.s.router.busyPolling).toBe(false);
+});
+
+it('by default only threads that can have a core to themselves poll', () => {
+  // The thread serving connections always; shard threads with a core each besides the main thread's.
+  expect(busyPollByDefault(2, 0, 0)).toEqual({ main: true, shards: true, sites: true });
+  expect(busyPollByDefault(2, 1, 0).shards).toBe(false);
+  expect(busyPollByDefault(16, 14, 0).shards).toBe(true);
+  expect(busyPollByDefault(16, 15, 0).shards).toBe(false);
+  // Connection threads (one per shard) with more cores than threads.
+  expect(busyPollByDefault(2, 0, 2).sites).toBe(false);
+  expect(busyPollByDefault(16, 0, 15).sites).toBe(true);
+});
+
+it.each([false, true])('every thread polling (given explicitly), connection threads %s: jobs on every shard, delays and timeouts as ever', async (connectionThreads) => {
+  const s = await startServer({ port: 0, shards: 3, connectionThreads, logLevel: 'silent', workq: null, busyPollUs: BUSY_POLL_US_MAX });
+  servers.push(s);
+  const c = await connect(s.port);
+  clients.push(c);
+  const tubes = ['a', 'b', 'c', 'd', 'e', 'f'];
+  for (const t of tubes) {
+    expect(await c.request(`use ${t}`)).toBe(`USING ${t}\r\n`);
+    expect(await c.request(`put 0 0 10 1\r\n${t}`)).toMatch(/^INSERTED \d+\r\n$/);
+    expect(await c.request(`watch ${t}`)).toMatch(/^WATCHING \d+\r\n$/);
+  }
+  for (let i = 0; i < tubes.length; i++) {
+    const r = await c.request('reserve-with-timeout 0');
+    expect(r).toMatch(/^RESERVED \d+ 1\r\n[a-f]\r\n$/);
+    expect(await c.request(`delete ${/^RESERVED (\d+)/.exec(r)![1]}`)).toBe('DELETED\r\n');
+  }
+  // A delayed job becomes ready, and a waiting reserve gets it, while the threads poll.
+  expect(await c.request('put 0 1 10 5\r\nlater')).toMatch(/^INSERTED \d+\r\n$/);
+  expect(await c.request('reserve-with-timeout 5', 10_000)).toMatch(/^RESERVED \d+ 5\r\nlater\r\n$/);
+  expect(await c.request('reserve-with-timeout 1', 10_000)).toBe('TIMED_OUT\r\n');
 });
