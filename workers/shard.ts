@@ -4,7 +4,8 @@
 // runs the clock (delays, TTRs, pauses), publishes every reply of the batch with one ring write
 // and one doorbell, then sleeps in Atomics.wait until the next request or the next deadline —
 // whichever comes first. No per-job timers: the next wake comes from the heap tops. Before it
-// sleeps it watches its ring for --busy-poll-us (BUSY_POLL_US_DEFAULT): a request that comes
+// sleeps it watches its ring for its busy-poll window (--busy-poll-us; by default only when the
+// host has a core for it, src/server.ts's busyPollByDefault): a request that comes
 // meanwhile (a one-command-in-flight client's next one) costs no wake-up of this thread, and the
 // main thread rings no futex for it, since this thread has not announced a sleep.
 
