@@ -16,7 +16,7 @@
 
 import { isTubeName } from '../proto/beanstalk/parser.ts';
 import { shardOf } from '../route/hash.ts';
-import { ignoreRead, RAW_READ_BUFFER, rawBinding, type TcpHandle } from './raw.ts';
+import { ignoreRead, lastReadResult, RAW_READ_BUFFER, rawBinding, readIntoSharedBuffer, type TcpHandle } from './raw.ts';
 
 /** The longest first line read before the connection is handed over anyway (beanstalkd's longest command line is 224 bytes). */
 export const PLACEMENT_SNIFF_BYTES = 256;
@@ -113,17 +113,14 @@ export class Placement {
     h.sniff = s;
     this.pending.add(s);
     this.host.count(1, false);
-    handle.setNoDelay(true);
-    handle.useUserBuffer(RAW_READ_BUFFER);
-    handle.onread = onSniffRead;
+    readIntoSharedBuffer(handle, onSniffRead);
     h.reading = true;
     if (handle.readStart() < 0) this.drop(s);
   }
 
   /** The handle read something, its end, or an error. */
   read(s: Sniff): void {
-    const b = rawBinding();
-    const n = b === null ? -1 : b.streamBaseState[b.kReadBytesOrError];
+    const n = lastReadResult();
     if (n === 0) return;
     if (n < 0) {
       // Gone before a whole first line (nothing beanstalkd would answer): closed here.

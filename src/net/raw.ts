@@ -132,6 +132,19 @@ let spareWrite: WriteReq | null = null;
 /** A handle's read callback once its reads no longer matter (the field takes only a function). */
 export function ignoreRead(): void {}
 
+/** Makes `handle` (accepted, paused) read into RAW_READ_BUFFER, shared by every connection of this thread, and call `onread` after each read. */
+export function readIntoSharedBuffer(handle: TcpHandle, onread: () => unknown): void {
+  handle.setNoDelay(true);
+  handle.useUserBuffer(RAW_READ_BUFFER);
+  handle.onread = onread;
+}
+
+/** What this thread's last handle read returned, inside its `onread`: bytes read (into RAW_READ_BUFFER), 0, or the end or an error (negative). */
+export function lastReadResult(): number {
+  const b = binding as StreamWrapBinding;
+  return b.streamBaseState[b.kReadBytesOrError];
+}
+
 function onWriteDone(this: WriteReq, status: number): void {
   const conn = this.conn as RawConnection;
   this.conn = null;
@@ -174,9 +187,7 @@ export class RawConnection {
     this.handle = handle as TcpHandle & { raw: RawConnection | null };
     this.owner = owner;
     this.handle.raw = this;
-    handle.setNoDelay(true);
-    handle.useUserBuffer(RAW_READ_BUFFER);
-    handle.onread = onHandleRead;
+    readIntoSharedBuffer(handle, onHandleRead);
   }
 
   private has(f: number): boolean {
@@ -198,8 +209,7 @@ export class RawConnection {
 
   /** The handle read something, or its end, or an error. */
   onRead(): void {
-    const b = binding as StreamWrapBinding;
-    const n = b.streamBaseState[b.kReadBytesOrError];
+    const n = lastReadResult();
     if (n > 0) {
       // After our end, the peer's last bytes are read and dropped until its FIN (closing now
       // would answer them with a reset, which may destroy replies it has not read yet).
