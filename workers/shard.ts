@@ -90,7 +90,7 @@ function loop(): void {
     else if (got) mainBell.ring();
     core.tidyLog(Date.now());
     if (got) continue;
-    if (busyPollMs > 0 && pollRing(Math.min(performance.now() + busyPollMs, performance.now() + (next - Date.now())))) continue;
+    if (busyPollMs > 0 && pollRing(performance.now() + Math.min(busyPollMs, next - Date.now()))) continue;
     const seq = bell.prepareWait();
     if (inRing.readable() > 0 || Atomics.load(stop, 0) !== 0) {
       bell.cancelWait();
