@@ -17,7 +17,6 @@ import {
 import type { StatsEntry } from '../proto/beanstalk/stats.ts';
 import { workqEndpoint, type WorkqEndpoint } from './workq-api.ts';
 import { ApiError, preview } from './api-errors.ts';
-
 import { CLEAR_BITS, clearTube, deleteJob, kickJob, kickTube, listJobs, moveTube, pauseTube, STATE_NAMES, STATES, tubeStats } from './admin.ts';
 
 /** Jobs per page when the request names no limit. */
