@@ -328,10 +328,7 @@ export class Router {
     // that another client may then act on through another thread. While a ring to another
     // thread is too full to take this turn's requests, the replies wait for them.
     if (this.config.mesh !== undefined && this.pool.unpublished()) {
-      if (!this.outputsRetry) {
-        this.outputsRetry = true;
-        setTimeout(this.retryOutputs, 1);
-      }
+      if (this.outputsRetry === null && !this.closed) this.outputsRetry = setTimeout(this.retryOutputs, 1);
       return;
     }
     // Two lists in turn, kept at their size (a fresh array, or `length = 0`, was an allocation per
@@ -347,9 +344,11 @@ export class Router {
     this.spareDirty = list;
   }
 
-  private outputsRetry = false;
+  /** The timer that tries the replies again while a ring to another thread is full; stopped by close(). */
+  private outputsRetry: NodeJS.Timeout | null = null;
+  private closed = false;
   private readonly retryOutputs = (): void => {
-    this.outputsRetry = false;
+    this.outputsRetry = null;
     this.pool.flush();
     this.flushOutputs();
   };
@@ -416,8 +415,15 @@ export class Router {
     }
   }
 
-  /** Stops the shard threads (close the connections first). */
+  /**
+   * Stops the shard threads (close the connections first). A ring to another thread may still be
+   * full (that thread may have stopped reading it): the replies' retry stops here, or its timer
+   * would keep this thread alive for ever.
+   */
   async close(): Promise<void> {
+    this.closed = true;
+    if (this.outputsRetry !== null) clearTimeout(this.outputsRetry);
+    this.outputsRetry = null;
     await this.pool.close();
   }
 }
