@@ -403,6 +403,41 @@ export class ShardCore {
     }
   }
 
+  /**
+   * Jobs one request made ready, in the order beanstalkd makes them ready (kick: the order it
+   * kicks them; a closed connection's: the order it reserved them). beanstalkd runs process_queue
+   * after each: so each goes to the next waiter of its tube, if it has one and is not paused, in
+   * that order. (Equivalent, since a tube with waiters held no ready job before, and no waiter
+   * joins meanwhile: at each step the job just made ready is the only one a waiter could take.)
+   */
+  private serveInOrder(ids: Float64Array, now: number): void {
+    const engine = this.engine;
+    const waits = this.waits;
+    const served = this.servedWaiters;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i];
+      const tube = engine.tubeOf(id);
+      if (!waits.hasWaiters(tube) || engine.isPaused(tube, now)) continue;
+      const w = waits.nextWaiter(tube) as Waiter;
+      waits.unpark(w);
+      engine.reserveIfReady(id, w.conn, now);
+      const more = engine.peekBest(w.tubes, w.count, now) !== 0 ? 1 : 0;
+      this.replyJob(id, more, engine.deadlineOf(id), w.conn, 0, E_RESERVED);
+      served.push(w);
+    }
+    // What the served connections sent behind their reserves runs once every job is handed out
+    // (beanstalkd reads it after the command that made them ready). Tubes left with waiters
+    // gained nothing they could take; the others keep their jobs (a reserve over several shards
+    // hears of them by the reply's tubes or E_READY).
+    for (let i = 0; i < ids.length; i++) waits.poke(engine.tubeOf(ids[i]));
+    if (served.length === 0) return;
+    const list = served.slice(); // a kept request may kick again and come back here
+    served.length = 0;
+    for (const w of list) this.applyKept(w, now);
+  }
+
+  private readonly servedWaiters: Waiter[] = [];
+
   /** Whether tube `t` has a ready job a reserve could take now (not paused). */
   private offersJob(t: number, now: number): boolean {
     return this.engine.peekReady(t) !== 0 && !this.engine.isPaused(t, now);
@@ -481,6 +516,7 @@ export class ShardCore {
           out.header(R_NONE, 0, 0, 0, 0, 0, 0);
           return;
         }
+        this.waits.passedThrough(engine.tubeOf(got));
         this.replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
         return;
       }
@@ -491,6 +527,7 @@ export class ShardCore {
         const tubes = this.readTubes(buf, at, a);
         const got = engine.reserveBest(tubes, a, conn, now);
         if (got !== 0) {
+          this.waits.passedThrough(engine.tubeOf(got));
           this.replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
           return;
         }
@@ -539,6 +576,7 @@ export class ShardCore {
           out.header(R_NONE, 0, 0, 0, 0, 0, 0);
           return;
         }
+        this.waits.passedThrough(engine.tubeOf(got));
         this.replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
         return;
       }
@@ -633,7 +671,7 @@ export class ShardCore {
         for (let i = 0; i < kicked.length; i++) this.logUpdate(kicked[i]);
         if (n > 0) logged.mark(out.len);
         out.header(R_OK, 0, 0, n, a, 0, 0);
-        if (n > 0) this.waits.poke(a);
+        if (n > 0) this.serveInOrder(engine.lastKicked, now);
         return;
       }
       case OP_KICK_JOB:
@@ -735,9 +773,9 @@ export class ShardCore {
         }
         const n = engine.releaseConn(conn, now);
         const tubes = engine.lastTubes;
-        for (let i = 0; i < tubes.length; i++) this.waits.poke(tubes[i]);
         out.header(R_TUBES, tubes.length * 4, 0, n, tubes.length, 0, 0);
         for (let i = 0; i < tubes.length; i++) out.u32(tubes[i]);
+        this.serveInOrder(engine.lastReleased, now);
         return;
       }
       default:

@@ -212,6 +212,21 @@ export class ShardWaits {
     return this.scratch;
   }
 
+  /**
+   * A reserve on `tube` was answered at once with one of its ready jobs. In beanstalkd it passed
+   * through the tube's waiting set all the same (appended, then taken by process_queue), which
+   * moves the set's take cursor: that decides who of the next waiters is served first. (The set
+   * was empty: a tube with a ready job has no waiters.)
+   */
+  passedThrough(tube: number): void {
+    let set = this.byTube.get(tube);
+    if (set === undefined) {
+      set = new Multiset<Waiter>();
+      this.byTube.set(tube, set);
+    }
+    set.passedThrough();
+  }
+
   /** The next waiter of `tube` (beanstalkd's ms_take), or undefined. */
   nextWaiter(tube: number): Waiter | undefined {
     return this.byTube.get(tube)?.take();

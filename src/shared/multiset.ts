@@ -50,6 +50,15 @@ export class Multiset<T> {
     this.last = 0;
   }
 
+  /**
+   * An item appended to this set while it was empty and taken at once (beanstalkd's reserve that a
+   * ready job answers: the connection joins the job's tube's waiting set, and process_queue takes
+   * it from there): the set stays empty, and its cursor is where that take leaves it.
+   */
+  passedThrough(): void {
+    this.last = 1;
+  }
+
   take(): T | undefined {
     if (this.items.length === 0) return undefined;
     this.last = this.last % this.items.length;

@@ -427,6 +427,52 @@ export const SCRIPTS: Script[] = [
     ],
   },
   {
+    // beanstalkd gives a closing connection's jobs back one at a time, in the order it reserved
+    // them, each to the next waiter (enqueue_reserved_jobs: enqueue_job runs process_queue); and
+    // every reserve, even one a ready job answers at once, passes through the tube's waiting set
+    // (its take cursor moves): so who gets which job depends on both.
+    name: "a closing worker's jobs go back in the order it reserved them, one waiter each",
+    steps: [
+      c('p', 'use back'),
+      c('a', 'watch back'),
+      ...[10, 5, 1].flatMap((pri, i) => [put('p', `job-${i + 1}`, pri), c('a', 'reserve')]),
+      ...['w1', 'w2', 'w3'].flatMap((w) => [c(w, 'watch back'), send(w, 'reserve\r\n'), nothing(w, 20)]),
+      close('a'),
+      gather(3, 'w1', 'w2', 'w3'),
+      c('m', 'stats-tube back'),
+    ],
+  },
+  {
+    // The reserve answered at once passed through the tube's waiting set (cursor 1): of the two
+    // workers then waiting, the second is served first.
+    name: 'a reserve answered at once decides which of the next waiters a put wakes',
+    steps: [
+      c('p', 'use turn'),
+      c('a', 'watch turn'),
+      put('p', 'first'),
+      c('a', 'reserve'),
+      ...['w1', 'w2'].flatMap((w) => [c(w, 'watch turn'), send(w, 'reserve\r\n'), nothing(w, 20)]),
+      put('p', 'second'),
+      gather(1, 'w1', 'w2'),
+      put('p', 'third'),
+      gather(1, 'w1', 'w2'),
+    ],
+  },
+  {
+    name: 'kick gives the kicked jobs to waiting workers one at a time, in the order it kicks them',
+    steps: [
+      c('p', 'use kicked'),
+      c('b', 'watch kicked'),
+      ...[7, 3, 9, 1].map((pri, i) => put('p', `job-${i + 1}`, pri)),
+      ...[4, 2, 1, 3].flatMap((id) => [c('b', 'reserve'), c('b', `bury ${id} ${id}`)]),
+      ...['w1', 'w2', 'w3'].flatMap((w) => [c(w, 'watch kicked'), send(w, 'reserve\r\n'), nothing(w, 20)]),
+      c('p', 'kick 4'),
+      gather(3, 'w1', 'w2', 'w3'),
+      c('p', 'peek-ready'),
+      c('m', 'stats-tube kicked'),
+    ],
+  },
+  {
     name: "a closing worker's jobs go to the workers waiting for them",
     steps: [
       ...(['ta', 'tb', 'tc'] as const).flatMap((t, i) => [c('p', `use ${t}`), put('p', `${t}-job`, 10 - i)]),

@@ -92,6 +92,9 @@ export class Engine {
   /** Ids the last kick() moved to READY, in order (view, valid until the next kick). */
   lastKicked: Float64Array = new Float64Array(0);
   private kickedBuf: Float64Array = new Float64Array(16);
+  /** Ids the last releaseConn() moved to READY, oldest reservation first (view, valid until the next call). */
+  lastReleased: Float64Array = new Float64Array(0);
+  private releasedBuf: Float64Array = new Float64Array(0);
 
   // ---- job columns, indexed by slot ----
   private cap = 0;
@@ -426,16 +429,22 @@ export class Engine {
   }
 
   /** Connection closed: every job it reserved goes back to READY, no counters change.
-   *  Returns how many; `lastTubes` then lists the distinct tubes that gained ready jobs. */
+   *  Returns how many; `lastTubes` then lists the distinct tubes that gained ready jobs, and
+   *  `lastReleased` their ids in the order the connection reserved them (oldest first: the order
+   *  beanstalkd gives them back in, each to the next waiter). */
   releaseConn(conn: number, _nowMs: number): number {
     const seq = ++this.seq;
     let n = 0;
     let nt = 0;
+    // The list is newest first: the ids go in from the back.
+    for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.resNext(s)) n++;
+    if (n > this.releasedBuf.length) this.releasedBuf = growF64(this.releasedBuf, Math.max(n, this.releasedBuf.length * 2));
+    let k = n;
     for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.connHead.get(conn) ?? NIL) {
       const t = this.tubeAt(s);
+      this.releasedBuf[--k] = this.ids.get(s);
       this.leaveReserved(s, t);
       this.enterReady(s, t);
-      n++;
       if (t.signalSeq !== seq) {
         t.signalSeq = seq;
         if (nt === this.tubesBuf.length) this.tubesBuf = growI32(this.tubesBuf, nt * 2);
@@ -444,6 +453,7 @@ export class Engine {
     }
     this.connHead.delete(conn);
     this.lastTubes = this.tubesBuf.subarray(0, nt);
+    this.lastReleased = this.releasedBuf.subarray(0, n);
     return n;
   }
 
