@@ -311,7 +311,11 @@ export class ShardCore {
    * Returns the wall-clock ms at which the clock next has work (Infinity: none).
    */
   afterBatch(now: number): number {
-    const next = Math.min(this.engine.tick(now, this.sink), this.workq.tick(now), this.endWaits(now));
+    const clock = this.engine.tick(now, this.sink);
+    // beanstalkd runs process_queue after each delay that ends: those jobs go to the waiting
+    // reserves in the order their delays ended, before any reserve's own end is looked at.
+    if (this.engine.lastTicked.length !== 0) this.serveInOrder(this.engine.lastTicked, now);
+    const next = Math.min(clock, this.workq.tick(now), this.endWaits(now));
     for (const tube of this.readyList) {
       this.readyMark[tube] = 0;
       this.out.header(E_READY, 0, 0, tube, 0, 0, 0);

@@ -459,6 +459,20 @@ export const SCRIPTS: Script[] = [
     ],
   },
   {
+    // Two delays that end together (put in one write): beanstalkd hands the jobs out in the order
+    // the delays end, each to the next waiter, not the more urgent one first.
+    name: 'jobs whose delays end together go to waiting workers in the order the delays end',
+    steps: [
+      c('p', 'use later'),
+      // (Watching `later` alone: with several shards a reserve over two shards waits elsewhere;
+      // see README, Differences.)
+      ...['w1', 'w2'].flatMap((w) => [c(w, 'watch later'), c(w, 'ignore default'), send(w, 'reserve\r\n'), nothing(w, 20)]),
+      send('p', 'put 10 1 60 5\r\nfirst\r\nput 5 1 60 6\r\nsecond\r\n'),
+      read('p', 2),
+      gather(2, 'w1', 'w2'),
+    ],
+  },
+  {
     name: 'kick gives the kicked jobs to waiting workers one at a time, in the order it kicks them',
     steps: [
       c('p', 'use kicked'),

@@ -92,6 +92,9 @@ export class Engine {
   /** Ids the last kick() moved to READY, in order (view, valid until the next kick). */
   lastKicked: Float64Array = new Float64Array(0);
   private kickedBuf: Float64Array = new Float64Array(16);
+  /** Ids the last tick() moved from DELAYED to READY, in the order their delays ended (view, valid until the next tick). */
+  lastTicked: Float64Array = new Float64Array(0);
+  private tickedBuf: Float64Array = new Float64Array(0);
   /** Ids the last releaseConn() moved to READY, oldest reservation first (view, valid until the next call). */
   lastReleased: Float64Array = new Float64Array(0);
   private releasedBuf: Float64Array = new Float64Array(0);
@@ -794,6 +797,7 @@ export class Engine {
     }
 
     const timers = this.timers;
+    let nTicked = 0;
     while (timers.size > 0) {
       const s = timers.items[0];
       if (this.deadline.get(s) > nowMs) break;
@@ -810,6 +814,8 @@ export class Engine {
       }
       this.leaveDelayed(s, t);
       this.enterReady(s, t);
+      if (nTicked === this.tickedBuf.length) this.tickedBuf = growF64(this.tickedBuf, Math.max(16, nTicked * 2));
+      this.tickedBuf[nTicked++] = this.ids.get(s);
       if (t.signalSeq !== seq && !t.pausedAt(nowMs)) {
         t.signalSeq = seq;
         (readyTubes ??= []).push(t.id);
@@ -818,6 +824,7 @@ export class Engine {
 
     if (timedOut) for (let i = 0; i < timedOut.length; i += 3) sink.timedOut(timedOut[i], timedOut[i + 1], timedOut[i + 2]);
     if (readyTubes) for (const tube of readyTubes) sink.ready(tube);
+    this.lastTicked = this.tickedBuf.subarray(0, nTicked);
     return this.nextDeadline();
   }
 
