@@ -44,6 +44,8 @@ export const TUBE_STATS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', '
 export const TOTALS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', 'current-jobs-reserved', 'current-jobs-delayed', 'current-jobs-buried', 'job-timeouts'] as const;
 
 const NIL = -1;
+/** Entries an id list kept between calls may hold (lastTicked, lastReleased); a larger one made by a burst is let go. */
+const ORDER_BUF_KEEP = 4096;
 // Records of the jobs that are not READY, in one Int32Array, each named by its first element's
 // index. Both kinds start with the place in the timer heap (NIL: not in it), so the timer heap's
 // SetPos needs no job state. A free record's first element chains the free ones of its kind.
@@ -441,6 +443,7 @@ export class Engine {
     let nt = 0;
     // The list is newest first: the ids go in from the back.
     for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.resNext(s)) n++;
+    if (this.releasedBuf.length > ORDER_BUF_KEEP) this.releasedBuf = new Float64Array(0);
     if (n > this.releasedBuf.length) this.releasedBuf = growF64(this.releasedBuf, Math.max(n, this.releasedBuf.length * 2));
     let k = n;
     for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.connHead.get(conn) ?? NIL) {
@@ -798,6 +801,8 @@ export class Engine {
 
     const timers = this.timers;
     let nTicked = 0;
+    // A burst's list (a million delays ending at once) is not kept for ever.
+    if (this.tickedBuf.length > ORDER_BUF_KEEP) this.tickedBuf = new Float64Array(0);
     while (timers.size > 0) {
       const s = timers.items[0];
       if (this.deadline.get(s) > nowMs) break;
