@@ -392,10 +392,7 @@ export class ShardCore {
         const id = engine.peekBest(tubes, n, now);
         if (id === 0) break;
         const w = waits.nextWaiter(engine.lastTube) as Waiter;
-        waits.unpark(w);
-        engine.reserveIfReady(id, w.conn, now);
-        const more = engine.peekBest(w.tubes, w.count, now) !== 0 ? 1 : 0;
-        this.replyJob(id, more, engine.deadlineOf(id), w.conn, 0, E_RESERVED);
+        this.give(w, id, now);
         this.applyKept(w, now);
       }
       // What the waiters here left: reserves over several shards waiting on other threads hear of it.
@@ -423,10 +420,7 @@ export class ShardCore {
       const tube = engine.tubeOf(id);
       if (!waits.hasWaiters(tube) || engine.isPaused(tube, now)) continue;
       const w = waits.nextWaiter(tube) as Waiter;
-      waits.unpark(w);
-      engine.reserveIfReady(id, w.conn, now);
-      const more = engine.peekBest(w.tubes, w.count, now) !== 0 ? 1 : 0;
-      this.replyJob(id, more, engine.deadlineOf(id), w.conn, 0, E_RESERVED);
+      this.give(w, id, now);
       served.push(w);
     }
     // What the served connections sent behind their reserves runs once every job is handed out
@@ -441,6 +435,15 @@ export class ShardCore {
   }
 
   private readonly servedWaiters: Waiter[] = [];
+
+  /** Ready job `id` goes to waiter `w` (just taken from its tube's set): it waits no more, and is told (E_RESERVED). */
+  private give(w: Waiter, id: number, now: number): void {
+    const engine = this.engine;
+    this.waits.unpark(w);
+    engine.reserveIfReady(id, w.conn, now);
+    const more = engine.peekBest(w.tubes, w.count, now) !== 0 ? 1 : 0;
+    this.replyJob(id, more, engine.deadlineOf(id), w.conn, 0, E_RESERVED);
+  }
 
   /** Whether tube `t` has a ready job a reserve could take now (not paused). */
   private offersJob(t: number, now: number): boolean {
