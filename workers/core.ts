@@ -418,6 +418,8 @@ export class ShardCore {
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i];
       const tube = engine.tubeOf(id);
+      // Poked whatever happens next: serve() then passes on what it left (below).
+      waits.poke(tube);
       if (!waits.hasWaiters(tube) || engine.isPaused(tube, now)) continue;
       const w = waits.nextWaiter(tube) as Waiter;
       this.give(w, id, now);
@@ -426,8 +428,7 @@ export class ShardCore {
     // What the served connections sent behind their reserves runs once every job is handed out
     // (beanstalkd reads it after the command that made them ready). Tubes left with waiters
     // gained nothing they could take; the others keep their jobs (a reserve over several shards
-    // hears of them by the reply's tubes or E_READY).
-    for (let i = 0; i < ids.length; i++) waits.poke(engine.tubeOf(ids[i]));
+    // hears of them by the reply's tubes or E_READY, from the poke above).
     if (served.length === 0) return;
     const list = served.slice(); // a kept request may kick again and come back here
     served.length = 0;
@@ -435,6 +436,16 @@ export class ShardCore {
   }
 
   private readonly servedWaiters: Waiter[] = [];
+
+  /**
+   * A reserve over `tubes[0..count)` took ready job `id` at once: its reply. In beanstalkd such a
+   * reserve passed through the job's tube's waiting set all the same (ShardWaits.passedThrough).
+   */
+  private reservedAtOnce(id: number, tubes: Int32Array, count: number, now: number): void {
+    const engine = this.engine;
+    this.waits.passedThrough(engine.tubeOf(id));
+    this.replyJob(id, engine.peekBest(tubes, count, now) !== 0 ? 1 : 0, engine.deadlineOf(id));
+  }
 
   /** Ready job `id` goes to waiter `w` (just taken from its tube's set): it waits no more, and is told (E_RESERVED). */
   private give(w: Waiter, id: number, now: number): void {
@@ -523,8 +534,7 @@ export class ShardCore {
           out.header(R_NONE, 0, 0, 0, 0, 0, 0);
           return;
         }
-        this.waits.passedThrough(engine.tubeOf(got));
-        this.replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
+        this.reservedAtOnce(got, tubes, a, now);
         return;
       }
       case OP_RESERVE_WAIT: {
@@ -534,8 +544,7 @@ export class ShardCore {
         const tubes = this.readTubes(buf, at, a);
         const got = engine.reserveBest(tubes, a, conn, now);
         if (got !== 0) {
-          this.waits.passedThrough(engine.tubeOf(got));
-          this.replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
+          this.reservedAtOnce(got, tubes, a, now);
           return;
         }
         const soonAt = Math.min(id, engine.heldDeadline(conn)) - DEADLINE_SOON_MS;
@@ -583,8 +592,7 @@ export class ShardCore {
           out.header(R_NONE, 0, 0, 0, 0, 0, 0);
           return;
         }
-        this.waits.passedThrough(engine.tubeOf(got));
-        this.replyJob(got, engine.peekBest(tubes, a, now) !== 0 ? 1 : 0, engine.deadlineOf(got));
+        this.reservedAtOnce(got, tubes, a, now);
         return;
       }
       case OP_EXPIRE: {

@@ -94,12 +94,7 @@ export class ShardWaits {
     for (let i = 0; i < count; i++) {
       const t = tubes[i];
       w.tubes[i] = t;
-      let set = this.byTube.get(t);
-      if (set === undefined) {
-        set = new Multiset<Waiter>();
-        this.byTube.set(t, set);
-      }
-      set.append(w);
+      this.setOf(t).append(w);
     }
     w.count = count;
     w.timeoutAt = timeoutAt;
@@ -219,12 +214,17 @@ export class ShardWaits {
    * was empty: a tube with a ready job has no waiters.)
    */
   passedThrough(tube: number): void {
+    this.setOf(tube).passedThrough();
+  }
+
+  /** Tube `tube`'s waiting set, made on first use (it stays while the tube lives: dropTube). */
+  private setOf(tube: number): Multiset<Waiter> {
     let set = this.byTube.get(tube);
     if (set === undefined) {
       set = new Multiset<Waiter>();
       this.byTube.set(tube, set);
     }
-    set.passedThrough();
+    return set;
   }
 
   /** The next waiter of `tube` (beanstalkd's ms_take), or undefined. */
