@@ -23,6 +23,7 @@ import { fullRecordBytes, nodeIo, Wal, WalWriteError, type WalIo } from './wal/i
 import { LoggedReplies } from './wal/logged.ts';
 import { observe } from '../src/shared/histogram.ts';
 import { ShardWaits, type Waiter } from './waits.ts';
+import { Claims, type ClaimsShared } from '../src/shared/claims.ts';
 import { JobIds, type JobIdsShared } from '../src/shared/jobids.ts';
 
 /** What a shard is made with. */
@@ -36,6 +37,8 @@ export interface ShardConfig {
   fsyncHistogram?: Float64Array;
   /** The server's job id counter (src/shared/jobids.ts): puts kept behind a waiting reserve are numbered when applied. */
   ids?: JobIdsShared;
+  /** The claims of reserves over several shards (src/shared/claims.ts); absent with one shard. */
+  claims?: ClaimsShared;
   /**
    * A tube's name from the server's shared tube table, for a shard that serves several threads:
    * a put from one thread can arrive before the name the creating thread sent (OP_TUBE_NAME) on
@@ -92,9 +95,8 @@ export class ShardCore {
   readonly index: number;
   readonly engine = new Engine();
   /** Reserves waiting in this shard, and the requests their connections sent after them. */
-  readonly waits = new ShardWaits();
+  readonly waits: ShardWaits;
   private readonly endedWaits: Waiter[] = [];
-  private readonly announce: number[] = [];
   private readonly ids: JobIds;
   private readonly lookupTubeName: ((tube: number) => string | undefined) | undefined;
   /** This batch's replies and events, in order. */
@@ -143,6 +145,7 @@ export class ShardCore {
   constructor(config: ShardConfig) {
     this.index = config.index;
     this.ids = config.ids !== undefined ? JobIds.attach(config.ids) : new JobIds();
+    this.waits = new ShardWaits(config.claims !== undefined ? Claims.attach(config.claims) : null);
     this.lookupTubeName = config.tubeName;
     this.log = makeLogger(config.logLevel ?? 'info').child({ shard: config.index });
     this.wal = config.wal
@@ -359,7 +362,9 @@ export class ShardCore {
     if (conn !== 0) {
       const w = this.waits.of(conn);
       const op = buf[at + 4];
-      if (w !== undefined && w.parked && op !== OP_RELEASE_CONN && op !== OP_CANCEL_WAIT) {
+      // (A reserve over several shards keeps nothing here: its connection sends nothing behind it
+      // but what ends or restarts it.)
+      if (w !== undefined && w.parked && w.slot === 0 && op !== OP_RELEASE_CONN && op !== OP_CANCEL_WAIT) {
         this.waits.keep(w, buf, at, buf.readUInt32LE(at));
         this.out.header(R_DEFERRED, 0, 0, 0, 0, 0, buf.readDoubleLE(at + 24));
         return;
@@ -381,9 +386,6 @@ export class ShardCore {
     while (waits.anyPoked) {
       let n = waits.takePoked();
       const tubes = waits.pokedTubes;
-      const announce = this.announce;
-      if (announce.length !== 0) announce.length = 0;
-      for (let i = 0; i < n; i++) if (waits.interestOn(tubes[i]) > 0) announce.push(tubes[i]);
       for (;;) {
         let k = 0;
         for (let i = 0; i < n; i++) if (waits.hasWaiters(tubes[i])) tubes[k++] = tubes[i];
@@ -391,15 +393,10 @@ export class ShardCore {
         if (n === 0) break;
         const id = engine.peekBest(tubes, n, now);
         if (id === 0) break;
-        const w = waits.nextWaiter(engine.lastTube) as Waiter;
-        this.give(w, id, now);
+        // (None left if its last waiter was claimed elsewhere since hasWaiters: the loop looks again.)
+        const w = waits.nextWaiter(engine.lastTube);
+        if (w === undefined || !this.give(w, id, now)) continue;
         this.applyKept(w, now);
-      }
-      // What the waiters here left: reserves over several shards waiting on other threads hear of it.
-      // (A tube the clock readied this batch gets its E_READY for everyone in afterBatch.)
-      for (const t of announce) {
-        if (t < this.readyMark.length && this.readyMark[t] !== 0) continue;
-        if (this.offersJob(t, now)) this.out.header(E_READY, 0, 0, t, 1, 0, 0);
       }
     }
   }
@@ -421,14 +418,18 @@ export class ShardCore {
       // Poked whatever happens next: serve() then passes on what it left (below).
       waits.poke(tube);
       if (!waits.hasWaiters(tube) || engine.isPaused(tube, now)) continue;
-      const w = waits.nextWaiter(tube) as Waiter;
-      this.give(w, id, now);
-      served.push(w);
+      // The first waiter this shard may serve (one over several shards may have been claimed elsewhere).
+      for (;;) {
+        const w = waits.nextWaiter(tube);
+        if (w === undefined) break;
+        if (!this.give(w, id, now)) continue;
+        served.push(w);
+        break;
+      }
     }
     // What the served connections sent behind their reserves runs once every job is handed out
     // (beanstalkd reads it after the command that made them ready). Tubes left with waiters
-    // gained nothing they could take; the others keep their jobs (a reserve over several shards
-    // hears of them by the reply's tubes or E_READY, from the poke above).
+    // gained nothing they could take; the others keep their jobs.
     if (served.length === 0) return;
     const list = served.slice(); // a kept request may kick again and come back here
     served.length = 0;
@@ -447,13 +448,21 @@ export class ShardCore {
     this.replyJob(id, engine.peekBest(tubes, count, now) !== 0 ? 1 : 0, engine.deadlineOf(id));
   }
 
-  /** Ready job `id` goes to waiter `w` (just taken from its tube's set): it waits no more, and is told (E_RESERVED). */
-  private give(w: Waiter, id: number, now: number): void {
+  /**
+   * Ready job `id` goes to waiter `w` (just taken from its tube's set): it waits no more, and is
+   * told (E_RESERVED). A reserve over several shards may have been given a job by another shard,
+   * or ended by its own thread, since it was listed here: only the winner of its claim serves it,
+   * so this returns false (and `w` leaves the sets) when another thread won it.
+   */
+  private give(w: Waiter, id: number, now: number): boolean {
     const engine = this.engine;
+    const won = this.waits.claim(w);
     this.waits.unpark(w);
+    if (!won) return false;
     engine.reserveIfReady(id, w.conn, now);
     const more = engine.peekBest(w.tubes, w.count, now) !== 0 ? 1 : 0;
     this.replyJob(id, more, engine.deadlineOf(id), w.conn, 0, E_RESERVED);
+    return true;
   }
 
   /** Whether tube `t` has a ready job a reserve could take now (not paused). */
@@ -567,13 +576,18 @@ export class ShardCore {
         out.header(R_OK, 0, 0, 0, 0, 0, this.ids.next());
         return;
       case OP_FAN_WAIT: {
+        // A reserve over several shards waits on this shard's tubes, claim slot c, ticket `id`;
+        // unless one of them offers a job now (b = 1 in the reply, c = that tube): then it does
+        // not park here and its thread starts over.
         const tubes = this.readTubes(buf, at, a);
-        let ready = 0;
         for (let i = 0; i < a; i++) {
-          this.waits.setInterest(tubes[i], b === 1);
-          if (b === 1 && ready === 0 && this.offersJob(tubes[i], now)) ready = tubes[i] + 1;
+          if (this.offersJob(tubes[i], now)) {
+            out.header(R_OK, 0, 0, 0, 1, tubes[i], 0);
+            return;
+          }
         }
-        out.header(R_OK, 0, 0, 0, ready === 0 ? 0 : 1, ready === 0 ? 0 : ready - 1, 0);
+        this.waits.parkRemote(conn, c, id, tubes, a);
+        out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
       }
       case OP_CANCEL_WAIT: {
@@ -721,7 +735,7 @@ export class ShardCore {
         return;
       case OP_STATS_TUBE:
         engine.tubeStats(a, now, nums);
-        nums[TUBE_WAITING] = this.waits.waitingOn(a) + this.waits.interestOn(a);
+        nums[TUBE_WAITING] = this.waits.waitingOn(a);
         this.replyNums(TUBE_FIELDS);
         return;
       case OP_TOTALS:
@@ -786,7 +800,7 @@ export class ShardCore {
             out.header(R_DROPPED, 0, conn, rec.readUInt32LE(12), rec[4], 0, rec.readDoubleLE(24));
           }
         }
-        const n = engine.releaseConn(conn, now);
+        const n = engine.releaseConn(conn, now, b === 1 ? Infinity : a);
         const tubes = engine.lastTubes;
         out.header(R_TUBES, tubes.length * 4, 0, n, tubes.length, 0, 0);
         for (let i = 0; i < tubes.length; i++) out.u32(tubes[i]);

@@ -18,6 +18,7 @@
 //
 // This file keeps the state; workers/core.ts decides when to call it and writes the records.
 
+import type { Claims } from '../src/shared/claims.ts';
 import { Multiset } from '../src/shared/multiset.ts';
 
 /** A connection's reserve parked in this shard, and the requests it sent after it. */
@@ -31,6 +32,13 @@ export class Waiter {
   soonAt = Infinity;
   /** Whether the reserve waits now (false while its kept requests are being applied). */
   parked = false;
+  /**
+   * 0: a reserve over this shard's tubes alone, parked by its own request. Else a reserve over
+   * several shards, parked in each (OP_FAN_WAIT): its claim slot and ticket (src/shared/claims.ts),
+   * which a shard must win before it gives it a job; its connection's thread keeps its timer.
+   */
+  slot = 0;
+  ticket = 0;
   /** Requests kept behind the parked reserve, in order (copies of the records). */
   readonly kept: Buffer[] = [];
   /** Of which the first `head` have been applied. */
@@ -55,8 +63,11 @@ export class ShardWaits {
   private poked = new Int32Array(16);
   private pokedN = 0;
   private pokedMark = new Uint8Array(64);
-  /** Reserves over several shards waiting on another thread, per tube (OP_FAN_WAIT): they hear of ready jobs by E_READY. */
-  private readonly interest = new Map<number, number>();
+  /** The claims of reserves over several shards, shared by every thread (null: one shard, none). */
+  private readonly claims: Claims | null;
+  /** The parked reserves over several shards, and the claims epoch when they were last checked. */
+  private readonly remote = new Set<Waiter>();
+  private seenEpoch = -1;
   /** Connections that can no longer wait (OP_CANCEL_WAIT): their reserves never park. */
   private readonly noWait = new Set<number>();
   /** No parked reserve ends before this instant (it may end later: a lower bound). */
@@ -64,8 +75,13 @@ export class ShardWaits {
   /** Scratch for serve(): the tubes with waiters among the poked ones. */
   private scratch = new Int32Array(16);
 
-  /** Parked reserves now. */
+  constructor(claims: Claims | null = null) {
+    this.claims = claims;
+  }
+
+  /** Parked reserves now (those over several shards that another thread has claimed are gone). */
   get parkedCount(): number {
+    this.purge();
     return this.parked;
   }
 
@@ -85,6 +101,7 @@ export class ShardWaits {
 
   /** Parks `conn`'s reserve on `tubes[0..count)` until one of them gives it a job or an end passes. */
   park(conn: number, tubes: ArrayLike<number>, count: number, timeoutAt: number, soonAt: number): Waiter {
+    this.purge();
     let w = this.byConn.get(conn);
     if (w === undefined) {
       w = new Waiter(conn);
@@ -106,11 +123,51 @@ export class ShardWaits {
     return w;
   }
 
+  /**
+   * Parks a reserve over several shards on this shard's `tubes[0..count)`, as one waiting with
+   * claim `slot` / `ticket`; its ends are its own thread's (it never ends here by the clock).
+   */
+  parkRemote(conn: number, slot: number, ticket: number, tubes: ArrayLike<number>, count: number): void {
+    // An earlier wait of this connection still listed here has ended (a connection waits once at a time).
+    const old = this.byConn.get(conn);
+    if (old !== undefined && old.parked && old.slot !== 0) this.unpark(old);
+    const w = this.park(conn, tubes, count, Infinity, Infinity);
+    w.slot = slot;
+    w.ticket = ticket;
+    this.remote.add(w);
+  }
+
+  /**
+   * Whether this shard may give `w` a job: always for a reserve over this shard alone; for one
+   * over several, only if this shard wins its claim (then no other thread will).
+   */
+  claim(w: Waiter): boolean {
+    return w.slot === 0 || (this.claims as Claims).claim(w.slot, w.ticket);
+  }
+
+  /**
+   * Unparks every reserve over several shards that another thread has claimed (given a job,
+   * or ended) since the last look: called before the waiting sets change or are read, so a
+   * claimed waiter leaves them before anyone joins, as it would have left beanstalkd's at once.
+   */
+  purge(): void {
+    if (this.remote.size === 0) return;
+    const claims = this.claims as Claims;
+    const epoch = claims.epoch;
+    if (epoch === this.seenEpoch) return;
+    this.seenEpoch = epoch;
+    for (const w of this.remote) if (!claims.isOpen(w.slot, w.ticket)) this.unpark(w);
+  }
+
   /** The reserve no longer waits: out of every tube's waiting set (beanstalkd's remove_waiting_conn). */
   unpark(w: Waiter): void {
     if (!w.parked) return;
     w.parked = false;
     this.parked--;
+    if (w.slot !== 0) {
+      this.remote.delete(w);
+      w.slot = 0;
+    }
     for (let i = 0; i < w.count; i++) {
       const set = this.byTube.get(w.tubes[i]);
       if (set === undefined) continue;
@@ -145,21 +202,9 @@ export class ShardWaits {
     this.byTube.delete(tube);
   }
 
-  /** One more (`on`) or one fewer reserve over several shards waits on `tube` elsewhere. */
-  setInterest(tube: number, on: boolean): void {
-    const n = (this.interest.get(tube) ?? 0) + (on ? 1 : -1);
-    if (n > 0) this.interest.set(tube, n);
-    else this.interest.delete(tube);
-  }
-
-  /** Reserves over several shards waiting on `tube` on other threads (they want to hear of its ready jobs; stats-tube counts them). */
-  interestOn(tube: number): number {
-    return this.interest.get(tube) ?? 0;
-  }
-
   /** Tube `tube` may have gained a ready job: serve() looks at it if anyone waits on it. */
   poke(tube: number): void {
-    if (!this.hasWaiters(tube) && !this.interest.has(tube)) return;
+    if (!this.hasWaiters(tube)) return;
     if (tube >= this.pokedMark.length) {
       const mark = new Uint8Array(Math.max(tube + 1, this.pokedMark.length * 2));
       mark.set(this.pokedMark);
@@ -180,7 +225,7 @@ export class ShardWaits {
   }
 
   /**
-   * The poked tubes that still have waiters or interest: puts them in `pokedTubes` and returns
+   * The poked tubes that still have waiters: puts them in `pokedTubes` and returns
    * how many (valid until the next call). Only these can hold a ready job beside a waiter: a
    * reserve parks only when none of its tubes offers a job, and every event that makes a job
    * ready pokes its tube.
@@ -190,7 +235,7 @@ export class ShardWaits {
     for (let i = 0; i < this.pokedN; i++) {
       const t = this.poked[i];
       this.pokedMark[t] = 0;
-      if (!this.hasWaiters(t) && !this.interest.has(t)) continue;
+      if (!this.hasWaiters(t)) continue;
       if (n === this.scratch.length) {
         const next = new Int32Array(n * 2);
         next.set(this.scratch);
@@ -229,16 +274,19 @@ export class ShardWaits {
 
   /** The next waiter of `tube` (beanstalkd's ms_take), or undefined. */
   nextWaiter(tube: number): Waiter | undefined {
+    this.purge();
     return this.byTube.get(tube)?.take();
   }
 
   /** Whether anyone waits on `tube`. */
   hasWaiters(tube: number): boolean {
+    this.purge();
     return (this.byTube.get(tube)?.len ?? 0) > 0;
   }
 
-  /** Waiters on `tube` (stats). */
+  /** Waiters on `tube` (stats), here alone or over several shards. */
   waitingOn(tube: number): number {
+    this.purge();
     return this.byTube.get(tube)?.len ?? 0;
   }
 

@@ -99,16 +99,18 @@ export interface FanShards<Q extends FanQueue> {
   /** Ask `shard` to take its best ready job among `queues` for `a`: under the bound `a.bound`
    *  when `bounded` (it must come before it), else whatever is best. */
   take(a: FanAttempt<Q>, shard: number, queues: readonly Q[], bounded: boolean): void;
-  /** A shard's reply to one of those requests (sent with the attempt as its reply target). */
-  reply(shard: number, kind: number, a: FanAttempt<Q>, buf: Buffer, at: number): void;
+  /** A shard's reply to one of those requests (sent with the attempt as its reply target, and `seq`). */
+  reply(shard: number, kind: number, a: FanAttempt<Q>, buf: Buffer, at: number, seq: number): void;
   /**
-   * When connections are served on several threads, a put on another thread is not answered
-   * here, so nothing here would learn of its job: while `a` waits, `shard` is told to announce
-   * jobs made ready in `queues` (on), and told to stop when it no longer waits (off). Registering
-   * also looks at the queues once more: a job made ready before is found then (see the shard's
-   * OP_FAN_WAIT), so none slips between the look that found nothing and the registration.
+   * Wait in the shards instead of here (beanstalk): `a` parks in each of its shards, in the
+   * waiting sets of its queues there, as one waiter with a claim (src/shared/claims.ts); the first
+   * shard to have a job for it and win the claim reserves the job and says so to the client. A
+   * shard that has a ready job when the park reaches it parks nothing and says so (parkRefused):
+   * the attempt starts over. Without it, attempts wait here, on each queue's wait list.
    */
-  interest?(a: FanAttempt<Q>, shard: number, queues: readonly Q[], on: boolean): void;
+  park?(a: FanAttempt<Q>): void;
+  /** Ends `a`'s parked wait from its own thread: true if it did, false if a shard claimed it first (its job is on the way). */
+  unpark?(a: FanAttempt<Q>): boolean;
 }
 
 /** A job's place in the order: smaller keys first, then the smaller id. */
@@ -191,6 +193,9 @@ export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
   // Waiting.
   waiting = false;
   timer: ReturnType<typeof setTimeout> | null = null;
+  /** Parked in the shards (FanShards.park): the client's claim slot (0: none yet) and this wait's ticket. */
+  slot = 0;
+  ticket = 0;
 
   constructor(client: FanClient) {
     this.client = client;
@@ -203,8 +208,8 @@ export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
     this.byShard = groups.byShard;
   }
 
-  onShardReply(shard: number, kind: number, _seq: number, buf: Buffer, at: number): void {
-    (this.port as FanShards<Q>).reply(shard, kind, this, buf, at);
+  onShardReply(shard: number, kind: number, seq: number, buf: Buffer, at: number): void {
+    (this.port as FanShards<Q>).reply(shard, kind, this, buf, at, seq);
   }
 
   /** Whether it is asking shards or waiting. */
@@ -324,16 +329,37 @@ export class FanIn<Q extends FanQueue> {
     }
     if (this.due(a)) return;
     a.waiting = true;
-    for (const q of a.queues) q.waiting.append(a);
-    this.interest(a, true);
     this.waitingCount++;
+    if (this.shards.park !== undefined) this.shards.park(a);
+    else for (const q of a.queues) q.waiting.append(a);
     this.arm(a);
   }
 
-  private interest(a: FanAttempt<Q>, on: boolean): void {
-    const shards = this.shards;
-    if (shards.interest === undefined) return;
-    for (const shard of a.shards) shards.interest(a, shard, a.byShard[shard], on);
+  /**
+   * A shard had a ready job for `a` when its park (`ticket`) reached it: unless a shard has
+   * claimed it meanwhile, the wait ends and the attempt starts over, and finds that job.
+   */
+  parkRefused(a: FanAttempt<Q>, ticket: number): void {
+    if (!a.waiting || a.ticket !== ticket || !this.stop(a)) return;
+    this.unwait(a);
+    if (a.client.closed) {
+      this.finish(a);
+      return;
+    }
+    this.attempt(a);
+  }
+
+  /** A shard claimed `a`'s parked wait and reserved it a job (the client hands it over). */
+  claimed(a: FanAttempt<Q>): void {
+    this.finish(a);
+  }
+
+  /**
+   * Whether this thread may end `a`'s wait: a wait parked in the shards ends only by its claim,
+   * which a shard may have won first (then its job is on the way, and the wait is not ours to end).
+   */
+  private stop(a: FanAttempt<Q>): boolean {
+    return !a.waiting || this.shards.unpark === undefined || this.shards.unpark(a);
   }
 
   /** Ends `a` if its client cannot wait or its time is up; returns whether it did. */
@@ -344,6 +370,7 @@ export class FanIn<Q extends FanQueue> {
       : now >= a.deadlineMs || a.client.cannotWait ? 'timeout'
       : null;
     if (end === null) return false;
+    if (!this.stop(a)) return true; // a shard has claimed it: its job is on the way
     this.finish(a);
     a.client.onNone(end);
     return true;
@@ -352,9 +379,8 @@ export class FanIn<Q extends FanQueue> {
   private unwait(a: FanAttempt<Q>): void {
     if (!a.waiting) return;
     a.waiting = false;
-    for (const q of a.queues) q.waiting.remove(a);
+    if (this.shards.park === undefined) for (const q of a.queues) q.waiting.remove(a);
     this.waitingCount--;
-    this.interest(a, false);
   }
 
   /** The attempt is over: no longer waiting, no timer. */
@@ -394,14 +420,18 @@ export class FanIn<Q extends FanQueue> {
    * answers come back empty (`cannotWait`).
    */
   endWait(a: FanAttempt<Q>): void {
-    if (!a.waiting) return;
+    if (!a.waiting || !this.stop(a)) return;
     this.finish(a);
     a.client.onNone('timeout');
   }
 
-  /** The client has gone: stop waiting. An attempt asking shards ends when they answer. */
+  /**
+   * The client has gone: stop waiting. An attempt asking shards ends when they answer; a wait a
+   * shard claimed first ends with the job given to the gone client (its close gives it back).
+   */
   cancel(a: FanAttempt<Q>): void {
     if (a.attempting) return;
+    this.stop(a);
     this.finish(a);
   }
 
@@ -417,7 +447,6 @@ export class FanIn<Q extends FanQueue> {
     a.waiting = false;
     for (const other of a.queues) if (other !== q) other.waiting.remove(a);
     this.waitingCount--;
-    this.interest(a, false);
     a.wokenBy = q;
     this.attempt(a);
   }
@@ -431,7 +460,8 @@ export class FanIn<Q extends FanQueue> {
     let waiting = 0;
     for (const a of attempts) {
       if (a.attempting && a.waiting) fail('an attempt both asks and waits');
-      for (const q of a.queues) if (q.waiting.contains(a) !== a.waiting) fail(`an attempt ${a.waiting ? 'waiting' : 'not waiting'} is ${a.waiting ? 'missing from' : 'in'} a queue's wait list`);
+      const listed = a.waiting && this.shards.park === undefined; // parked waits are listed in the shards
+      for (const q of a.queues) if (q.waiting.contains(a) !== listed) fail(`an attempt ${listed ? 'waiting' : 'not waiting'} here is ${listed ? 'missing from' : 'in'} a queue's wait list`);
       if (a.waiting) {
         waiting++;
         if (a.timer === null && Math.min(a.deadlineMs, a.client.soonMs()) !== Infinity) fail('a waiting attempt with an end has no timer');

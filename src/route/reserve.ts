@@ -9,6 +9,7 @@
 import {
   bestPri, jobMore, jobTube, okTube, OP_FAN_WAIT, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, replyId, replyKind,
 } from '../shared/records.ts';
+import type { Claims } from '../shared/claims.ts';
 import { FanIn, type FanAttempt, type FanClient, type FanShards } from './fanin.ts';
 import { NO_REPLY, type ShardPool } from './shards.ts';
 import type { Tube } from './tubes.ts';
@@ -20,8 +21,8 @@ export const K_RESERVE_TAKE = 2;
 export const K_RESERVE_PEEK = 3;
 /** A reserve under the bound of the other shards' best: R_JOB, or R_NONE (lost the race). */
 export const K_RESERVE_TAKE_BOUNDED = 4;
-/** Registering a waiting reserve's interest in a shard's tubes (OP_FAN_WAIT): R_OK. */
-export const K_RESERVE_INTEREST = 5;
+/** A waiting reserve parking in a shard's tubes (OP_FAN_WAIT): R_OK, b = 1 if a job was ready there. */
+export const K_RESERVE_PARK = 5;
 
 /** A beanstalk connection as a reserve sees it. */
 export interface ReserveClient extends FanClient {
@@ -33,25 +34,46 @@ export interface ReserveClient extends FanClient {
 export class Reserves implements FanShards<Tube> {
   readonly fan: FanIn<Tube>;
   private readonly pool: ShardPool;
+  /** Claims of the waits parked in several shards (null with one shard: no reserve spans shards). */
+  private readonly claims: Claims | null;
   /** Tube `tubeId` may have gained ready jobs (Router.readied). */
   private readonly readied: (tubeId: number) => void;
 
-  constructor(pool: ShardPool, readied: (tubeId: number) => void, flushSoon: () => void) {
+  constructor(pool: ShardPool, claims: Claims | null, readied: (tubeId: number) => void, flushSoon: () => void) {
     this.pool = pool;
+    this.claims = claims;
     this.readied = readied;
     this.fan = new FanIn<Tube>(this, flushSoon);
   }
 
   /**
-   * A waiting reserve tells each shard of its tubes (FanShards.interest): so a put answered on
-   * another thread wakes it, and stats-tube counts it there. Published at once: whoever sees
-   * the server count it as waiting (current-waiting) can only ask the shard after that.
+   * Nothing was ready: the reserve waits in each shard of its tubes, in their waiting sets, as
+   * one waiter under a new ticket of its connection's claim slot (FanShards.park). Published at
+   * once: whoever then sees the server count it as waiting can only ask a shard after that.
    */
-  interest(a: FanAttempt<Tube>, shard: number, tubes: readonly Tube[], on: boolean): void {
-    const w = this.pool.request(shard, K_RESERVE_INTEREST, on ? a : NO_REPLY, 0);
-    w.header(OP_FAN_WAIT, tubes.length * 4, 0, tubes.length, on ? 1 : 0, 0, 0);
-    for (const t of tubes) w.u32(t.id);
+  park(a: FanAttempt<Tube>): void {
+    const claims = this.claims as Claims;
+    if (a.slot === 0) a.slot = claims.slot();
+    a.ticket = claims.open(a.slot);
+    const conn = (a.client as ReserveClient).connId;
+    for (const shard of a.shards) {
+      const tubes = a.byShard[shard];
+      const w = this.pool.request(shard, K_RESERVE_PARK, a, a.ticket);
+      w.header(OP_FAN_WAIT, tubes.length * 4, conn, tubes.length, 0, a.slot, a.ticket);
+      for (const t of tubes) w.u32(t.id);
+    }
     this.pool.flush();
+  }
+
+  unpark(a: FanAttempt<Tube>): boolean {
+    return (this.claims as Claims).claim(a.slot, a.ticket);
+  }
+
+  /** The connection has gone (after fan.cancel): its claim slot goes back to this thread's free list. */
+  forget(a: FanAttempt<Tube>): void {
+    if (a.slot === 0) return;
+    (this.claims as Claims).release(a.slot);
+    a.slot = 0;
   }
 
   peek(a: FanAttempt<Tube>, shard: number, tubes: readonly Tube[]): void {
@@ -69,11 +91,11 @@ export class Reserves implements FanShards<Tube> {
   }
 
   /** A shard's reply to one of the requests above. */
-  reply(shard: number, kind: number, a: FanAttempt<Tube>, buf: Buffer, at: number): void {
+  reply(shard: number, kind: number, a: FanAttempt<Tube>, buf: Buffer, at: number, seq: number): void {
     const rk = replyKind(buf, at);
-    if (kind === K_RESERVE_INTEREST) {
-      // A job was ready when the interest was registered: whoever waits on its tube looks again.
-      if (okTube(buf, at) === 1) this.readied(buf.readUInt32LE(at + 20));
+    if (kind === K_RESERVE_PARK) {
+      // A job was ready there when the park arrived: nothing parked there; start over.
+      if (okTube(buf, at) === 1) this.fan.parkRefused(a, seq);
       return;
     }
     if (kind === K_RESERVE_PEEK) {

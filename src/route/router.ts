@@ -12,6 +12,7 @@ import {
   eventTube, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME, OP_WAL_SYNC, R_OK, R_TUBES, replyId,
   replyKind, tubesAt, tubesCount,
 } from '../shared/records.ts';
+import { Claims, type ClaimsShared } from '../shared/claims.ts';
 import { JobIds, type JobIdsShared } from '../shared/jobids.ts';
 import { JobShardMap, OneShard, type JobRouting, type JobShardMapShared } from './jobmap.ts';
 import { Reserves } from './reserve.ts';
@@ -60,6 +61,7 @@ export interface RouterConfig {
 /** The routing state every thread of a server shares, all in SharedArrayBuffers (for workerData). */
 export interface RouterShared {
   readonly ids: JobIdsShared;
+  readonly claims: ClaimsShared | null; // null with one shard
   readonly jobMap: JobShardMapShared | null; // null with one shard (OneShard)
   readonly tubes: TubeTableShared;
 }
@@ -103,6 +105,8 @@ export class Router {
   readonly earlyAck: boolean;
   /** Job ids: one server-wide sequence, shared with the shards (they number puts kept behind a waiting reserve). */
   readonly ids: JobIds;
+  /** The claims of reserves waiting over several shards, shared with the shards (null: one shard). */
+  readonly claims: Claims | null;
   /** Connection ids are numbered per thread: id % sites is the thread (site) that serves it. */
   private nextConnId: number;
   private readonly sites: number;
@@ -118,6 +122,7 @@ export class Router {
     this.earlyAck = config.wal === undefined;
     this.busyPollMs = (config.busyPollUs ?? BUSY_POLL_US_DEFAULT) / 1000;
     this.ids = config.shared !== undefined ? JobIds.attach(config.shared.ids) : new JobIds();
+    this.claims = config.shards === 1 ? null : config.shared?.claims != null ? Claims.attach(config.shared.claims) : Claims.create();
     this.jobMap =
       config.shards === 1 ? new OneShard() : config.shared?.jobMap != null ? JobShardMap.attach(config.shared.jobMap) : new JobShardMap();
     this.sites = config.mesh !== undefined ? config.mesh.mesh.shards + 1 : 1;
@@ -128,7 +133,7 @@ export class Router {
         here: config.here === undefined ? 0 : config.here,
         ringBytes: config.ringBytes,
         backlogBytes: config.backlogBytes,
-        config: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults, ids: this.ids.shared, busyPollUs: config.shardBusyPollUs ?? 0 },
+        config: { wal: config.wal, logLevel: config.logLevel, walFaults: config.walFaults, ids: this.ids.shared, claims: this.claims?.shared, busyPollUs: config.shardBusyPollUs ?? 0 },
         tubeName: (tube) => this.tubes.table.name(tube),
         schedule: () => this.flushSoon(),
         mesh: config.mesh,
@@ -142,7 +147,7 @@ export class Router {
     this.workq = new WorkqRouter(this.pool, config.shards, () => this.flushSoon(), this.earlyAck);
     // The tube registry's shared state (this.tubes.shared for another thread).
     this.tubes = new TubeRegistry(config.shared !== undefined ? TubeTable.attach(config.shared.tubes) : TubeTable.create({ shards: config.shards }));
-    this.reserves = new Reserves(this.pool, (tubeId) => this.readied(tubeId), () => this.flushSoon());
+    this.reserves = new Reserves(this.pool, this.claims, (tubeId) => this.readied(tubeId), () => this.flushSoon());
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');
       const w = this.pool.request(t.shard, 0, NO_REPLY, 0);
@@ -215,7 +220,7 @@ export class Router {
 
   /** What another thread's Router attaches to (RouterConfig.shared). */
   get shared(): RouterShared {
-    return { ids: this.ids.shared, jobMap: this.jobMap.shared, tubes: this.tubes.table.shared };
+    return { ids: this.ids.shared, claims: this.claims?.shared ?? null, jobMap: this.jobMap.shared, tubes: this.tubes.table.shared };
   }
 
   // ---- output batching: one socket write per connection per turn (ConnectionHost) ----
@@ -381,13 +386,30 @@ export class Router {
   /**
    * Connection `connId` has gone: every job it holds goes back to ready, behind what it sent; a
    * reserve it left waiting in a shard ends there. It is forgotten once every shard has answered.
+   * `held` is the jobs it held as far as it knows, in the order it reserved them: beanstalkd
+   * gives them back in that order, each to the next reserve waiting on its tube, and a reserve
+   * may wait on several shards, so jobs on several shards go back one run of a shard at a time
+   * (Released).
    */
-  releaseHeld(connId: number): void {
-    const target = new Released(this, connId, this.pool.links.length);
-    for (let shard = 0; shard < this.pool.links.length; shard++) {
-      this.pool.request(shard, 0, target, 0).header(OP_RELEASE_CONN, 0, connId, 0, 0, 0, 0);
+  releaseHeld(connId: number, held: ArrayLike<number>): void {
+    const runs: number[] = []; // [shard, count, shard, count, …]
+    for (let i = 0; i < held.length; i++) {
+      const shard = this.jobMap.get(held[i]);
+      if (shard < 0) continue;
+      if (runs.length !== 0 && runs[runs.length - 2] === shard) runs[runs.length - 1]++;
+      else runs.push(shard, 1);
     }
+    new Released(this, connId, runs).start();
+  }
+
+  /** Asks `shard` to give back the `count` jobs `connId` reserved longest ago there (all: every one). */
+  releaseRun(target: ReplyTarget, shard: number, connId: number, count: number, all: boolean): void {
+    this.pool.request(shard, 0, target, 0).header(OP_RELEASE_CONN, 0, connId, count, all ? 1 : 0, 0, 0);
     this.flushSoon();
+  }
+
+  get shardCount(): number {
+    return this.pool.links.length;
   }
 
   private onEvent(shard: number, buf: Buffer, at: number): void {
@@ -399,9 +421,6 @@ export class Router {
     } else if (kind === E_WQ_READY || kind === E_WQ_DONE || kind === E_WQ_GONE) {
       this.workq.onEvent(buf, at, shard);
     } else if (kind === E_READY) {
-      // An announcement (b = 1) meant for other threads: a shard on a thread of its own sends
-      // its events here whoever asked, and here every request is this thread's own.
-      if (this.config.mesh === undefined && eventReserves(buf, at) === 1) return;
       this.readied(eventTube(buf, at));
     } else if (kind === E_TIMED_OUT) {
       // The job stays held by the connection in its shard until OP_EXPIRE, sent once the
@@ -428,23 +447,65 @@ export class Router {
   }
 }
 
-/** The replies to one closed connection's OP_RELEASE_CONN, one per shard (R_TUBES: the tubes that gained ready jobs). */
+/**
+ * A closed connection's jobs going back (Router.releaseHeld), given as runs of its held jobs in
+ * reservation order, one shard each. First every shard hears of the close at once (its reserve
+ * waiting there ends, what it kept there is dropped) and the first run goes back; then each
+ * further run, once the one before has been answered, so the jobs reach the waiting reserves in
+ * beanstalkd's order; the last goes back with everything else every shard still has of it (jobs
+ * reserved for it that it had not heard of yet). A shard's R_TUBES names the tubes that gained
+ * ready jobs.
+ */
 class Released implements ReplyTarget {
   private readonly router: Router;
   private readonly connId: number;
-  private left: number;
+  private readonly runs: number[];
+  /** The next run to ask for (an index into runs' pairs). */
+  private next = 0;
+  /** Replies still to come for the step asked for. */
+  private left = 0;
 
-  constructor(router: Router, connId: number, shards: number) {
+  constructor(router: Router, connId: number, runs: number[]) {
     this.router = router;
     this.connId = connId;
+    this.runs = runs;
+  }
+
+  /** Every shard hears of the close; the first run goes back with it (all, if it is the only one). */
+  start(): void {
+    const runs = this.runs;
+    const last = runs.length <= 2;
+    const shards = this.router.shardCount;
     this.left = shards;
+    this.next = 2;
+    for (let shard = 0; shard < shards; shard++) {
+      const count = runs.length !== 0 && runs[0] === shard ? runs[1] : 0;
+      this.router.releaseRun(this, shard, this.connId, count, last);
+    }
   }
 
   onShardReply(_shard: number, _kind: number, _seq: number, buf: Buffer, at: number): void {
+    const router = this.router;
     if (replyKind(buf, at) === R_TUBES) {
       const count = tubesCount(buf, at);
-      for (let i = 0; i < count; i++) this.router.readied(tubesAt(buf, at, i));
+      for (let i = 0; i < count; i++) router.readied(tubesAt(buf, at, i));
     }
-    if (--this.left === 0) this.router.conns.delete(this.connId);
+    if (--this.left !== 0) return;
+    const runs = this.runs;
+    if (this.next >= runs.length) {
+      router.conns.delete(this.connId);
+      return;
+    }
+    const i = this.next;
+    this.next += 2;
+    if (this.next < runs.length) {
+      this.left = 1;
+      router.releaseRun(this, runs[i], this.connId, runs[i + 1], false);
+      return;
+    }
+    // The last run: with whatever else every shard still has of it.
+    const shards = router.shardCount;
+    this.left = shards;
+    for (let shard = 0; shard < shards; shard++) router.releaseRun(this, shard, this.connId, 0, true);
   }
 }

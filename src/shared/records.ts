@@ -43,7 +43,9 @@ export const OP_STATS_TUBE = 17; //    a=tube
 export const OP_TOTALS = 18; //
 export const OP_PAUSE_TUBE = 19; //    a=tube, b=delaySec, id=sent at (ms): the pause counts from then
 export const OP_DROP_TUBE = 20; //     a=tube
-export const OP_RELEASE_CONN = 21; //  conn
+export const OP_RELEASE_CONN = 21; //  conn, a = how many of the jobs it reserved longest ago to give back, b = 1: all of them:
+//                                     the connection has gone (its reserve waiting here ends, what it kept behind it is
+//                                     dropped); R_TUBES a = jobs given back (Router.releaseHeld)
 export const OP_SHUTDOWN = 22; //
 export const OP_TUBE_NAME = 23; //     a=tube; payload: the name (the shard's log records name tubes)
 export const OP_RESTORE = 24; //       a=tube, b=pri, c=delaySec, id; payload (48 bytes + body): u32 ttr, u32 state, f64 deadline,
@@ -66,10 +68,11 @@ export const OP_RESERVE_WAIT = 31; //  conn, a=tube count, b=timeout (s), c=RESE
 //                                     until then conn's later requests are kept, answered R_DEFERRED, and applied after
 //                                     it in order (their replies come as E_DEFERRED)
 export const OP_TAKE_ID = 51; //      conn: uses up a job id now (a put that failed behind a reserve that might wait). R_OK, id
-export const OP_FAN_WAIT = 52; //     a=tube count, b=1 (a reserve over several shards waits on these tubes) or 0 (no longer);
-//                                     payload u32[count] tube ids. While such reserves wait on another thread, a job made
-//                                     ready in one of these tubes (and left there) sends E_READY. R_OK: b = 1 and c = a tube
-//                                     that has a ready job now (registering: the caller looks again), else b = 0
+export const OP_FAN_WAIT = 52; //     conn, a=tube count, c=claim slot, id=ticket (src/shared/claims.ts); payload u32[count]
+//                                     tube ids: a reserve over several shards waits on these tubes too, in their waiting sets;
+//                                     a job that becomes ready there goes to it if this shard wins its claim (E_RESERVED).
+//                                     R_OK: b = 1 and c = a tube with a ready job now (not parked: the caller starts over),
+//                                     else b = 0 (parked)
 export const OP_BATCH = 53; //         id = the batch's number (a mesh's clock): the requests after it, up to the next
 //                                     OP_BATCH, were handed over at once; a shard applies the batches of all its rings in
 //                                     the order of their numbers (see src/route/shards.ts). Never reaches a ShardCore
@@ -186,7 +189,7 @@ export const TUBE_CMD_DELETE = 6;
 export const TUBE_CMD_PAUSE = 7;
 export const TUBE_PAUSE = 8; //             the pause's length (s), 0 when not paused
 export const TUBE_PAUSE_LEFT = 9; //        seconds left of it
-export const TUBE_WAITING = 10; //           reserves waiting on it: in the shard, and over several shards (OP_FAN_WAIT)
+export const TUBE_WAITING = 10; //           reserves waiting on it: over its shard alone, and over several shards (OP_FAN_WAIT)
 export const TUBE_FIELDS = 11;
 
 // workq replies:
@@ -212,9 +215,7 @@ export const WQ_DONE_DUPLICATE = 2;
 /** Byte 5 of a reply: the change is made in memory but the write-ahead log could not store it. */
 export const REPLY_FLAG_UNLOGGED = 5;
 
-export const E_READY = 64; //     a = tube that gained ready jobs by the clock (delay end, TTR end, unpause); b = 1: by a
-//                                request, announced to the other threads whose reserves over several shards wait on the
-//                                tube (OP_FAN_WAIT): not for the thread that sent that request, which learns it from the reply
+export const E_READY = 64; //     a = tube that gained ready jobs by the clock (delay end, TTR end, unpause)
 export const E_TIMED_OUT = 65; // conn, a = tube, b = reserves, id: a reservation ran out of time; the job waits for OP_EXPIRE
 
 export const E_WQ_READY = 66; //  a = workq queue that gained ready jobs by the clock (schedule time, TTR requeue)

@@ -464,9 +464,14 @@ export const SCRIPTS: Script[] = [
     name: 'jobs whose delays end together go to waiting workers in the order the delays end',
     steps: [
       c('p', 'use later'),
-      // (Watching `later` alone: with several shards a reserve over two shards waits elsewhere;
-      // see README, Differences.)
-      ...['w1', 'w2'].flatMap((w) => [c(w, 'watch later'), c(w, 'ignore default'), send(w, 'reserve\r\n'), nothing(w, 20)]),
+      // (w1 waits over one shard, w2 over two of 4: `later` and `default`.)
+      c('w1', 'watch later'),
+      c('w1', 'ignore default'),
+      send('w1', 'reserve\r\n'),
+      nothing('w1', 20),
+      c('w2', 'watch later'),
+      send('w2', 'reserve\r\n'),
+      nothing('w2', 20),
       send('p', 'put 10 1 60 5\r\nfirst\r\nput 5 1 60 6\r\nsecond\r\n'),
       read('p', 2),
       gather(2, 'w1', 'w2'),
@@ -508,6 +513,65 @@ export const SCRIPTS: Script[] = [
       c('m', 'peek-ready'),
       c('m', 'use ta'),
       c('m', 'peek-ready'),
+    ],
+  },
+  {
+    // `left`, `right` and `default` are on three different shards of 4: wa waits over three
+    // shards, wb over one; each tube's waiting set serves them in beanstalkd's order.
+    name: 'a worker waiting on tubes of several shards takes its turn beside one waiting on one tube',
+    steps: [
+      c('p', 'use left'),
+      ...['left', 'right'].map((t) => c('wa', `watch ${t}`)),
+      c('wb', 'watch left'),
+      c('wb', 'ignore default'),
+      send('wa', 'reserve\r\n'),
+      nothing('wa', 20),
+      send('wb', 'reserve\r\n'),
+      nothing('wb', 20),
+      put('p', 'first'),
+      gather(1, 'wa', 'wb'),
+      put('p', 'second'),
+      gather(1, 'wa', 'wb'),
+      // Now the other way round: wb waits first.
+      send('wb', 'reserve\r\n'),
+      nothing('wb', 20),
+      send('wa', 'reserve\r\n'),
+      nothing('wa', 20),
+      put('p', 'third'),
+      gather(1, 'wa', 'wb'),
+      // A job of `right` stays ready beside wb (it does not watch `right`); one of `left` is its.
+      c('p', 'use right'),
+      put('p', 'fourth'),
+      nothing('wb', 20),
+      c('p', 'use left'),
+      put('p', 'fifth'),
+      gather(1, 'wa', 'wb'),
+      c('m', 'stats-tube left'),
+      c('m', 'stats-tube right'),
+    ],
+  },
+  {
+    // The closing worker held jobs of `left`, `right`, `left` (shards 0, 1, 0 of 4): they go back
+    // in that order, each to the next worker waiting on its tube (wa over three shards, wb over one).
+    name: "a closing worker's jobs on several shards go back in the order it reserved them",
+    steps: [
+      ...(['left', 'right', 'left'] as const).flatMap((t, i) => [c('p', `use ${t}`), put('p', `job-${i + 1}`, 10 - i)]),
+      ...['left', 'right'].map((t) => c('w', `watch ${t}`)),
+      c('w', 'reserve'),
+      c('w', 'reserve'),
+      c('w', 'reserve'),
+      ...['left', 'right'].map((t) => c('wa', `watch ${t}`)),
+      c('wb', 'watch left'),
+      c('wb', 'ignore default'),
+      send('wa', 'reserve\r\n'),
+      nothing('wa', 20),
+      send('wb', 'reserve\r\n'),
+      nothing('wb', 20),
+      close('w'),
+      gather(2, 'wa', 'wb'),
+      c('m', 'use right'),
+      c('m', 'peek-ready'),
+      c('m', 'stats'),
     ],
   },
   {

@@ -33,6 +33,8 @@ interface MJob {
   deadline: number;
   created: number;
   owner: number;
+  /** When it was last reserved (a model-wide count): a connection's jobs go back oldest first. */
+  reservedSeq: number;
   reserves: number;
   timeouts: number;
   releases: number;
@@ -57,6 +59,7 @@ class Model {
   readonly tubes = new Map<number, MTube>();
   jobTimeouts = 0;
   private buriedSeq = 0;
+  private reservedSeq = 0;
   private readonly bug: Bug | null;
 
   constructor(bug: Bug | null) {
@@ -106,6 +109,7 @@ class Model {
     j.state = RESERVED;
     j.expired = false;
     j.owner = conn;
+    j.reservedSeq = ++this.reservedSeq;
     j.deadline = now + j.ttr * 1000;
     j.reserves++;
   }
@@ -124,7 +128,7 @@ class Model {
   put(tube: number, id: number, pri: number, delay: number, ttr: number, body: Uint8Array, now: number): number {
     this.tube(tube).totalJobs++;
     const j: MJob = {
-      id, tube, pri, delay, ttr, body: body.slice(), created: now, owner: 0,
+      id, tube, pri, delay, ttr, body: body.slice(), created: now, owner: 0, reservedSeq: 0,
       state: delay > 0 ? DELAYED : READY, deadline: now + delay * 1000,
       reserves: 0, timeouts: 0, releases: 0, buries: 0, kicks: 0, buriedSeq: 0, expired: false,
     };
@@ -217,10 +221,14 @@ class Model {
     return true;
   }
 
-  releaseConn(conn: number): [number, number[]] {
-    const mine = [...this.jobs.values()].filter((j) => j.state === RESERVED && j.owner === conn);
+  /** The `oldest` jobs `conn` reserved longest ago go back: how many, their tubes, their ids oldest first. */
+  releaseConn(conn: number, oldest: number): [number, number[], number[]] {
+    const mine = [...this.jobs.values()]
+      .filter((j) => j.state === RESERVED && j.owner === conn)
+      .sort((a, b) => a.reservedSeq - b.reservedSeq)
+      .slice(0, oldest);
     for (const j of mine) this.toReady(j);
-    return [mine.length, [...new Set(mine.map((j) => j.tube))].sort((a, b) => a - b)];
+    return [mine.length, [...new Set(mine.map((j) => j.tube))].sort((a, b) => a - b), mine.map((j) => j.id)];
   }
 
   pauseTube(tube: number, delay: number, now: number): void {
@@ -501,11 +509,14 @@ export function runSeed(seed: number, ops: number, bug: Bug | null = null): Reco
     }
     if (x < 84) {
       const conn = pick(CONNS);
-      const n = e.releaseConn(conn, now);
-      const [wantN, wantTubes] = m.releaseConn(conn);
-      eq('releaseConn', note('releaseConn', n, n > 0), wantN);
+      // Every job (a close on one shard), or the oldest few (a run of a close over several).
+      const oldest = r() < 0.5 ? Infinity : Math.floor(r() * 4);
+      const n = e.releaseConn(conn, now, oldest);
+      const [wantN, wantTubes, wantIds] = m.releaseConn(conn, oldest);
+      eq('releaseConn', note(oldest === Infinity ? 'releaseConn' : 'releaseConn oldest', n, n > 0), wantN);
       eq('releaseConn lastTubes', Array.from(e.lastTubes).sort((a, b) => a - b), wantTubes);
-      return `releaseConn(${conn})`;
+      eq('releaseConn lastReleased', Array.from(e.lastReleased), wantIds);
+      return `releaseConn(${conn}, ${oldest})`;
     }
     if (x < 85) {
       const tube = pick(TUBES);
@@ -577,7 +588,7 @@ describe('engine vs reference model', () => {
     if (process.env.MODEL_COVERAGE) console.log(total);
     const mustSucceed = ['put', 'put delayed', 'reserveBest', 'peekBest', 'reserveIfReady', `reserveJob from ${READY}`,
       `reserveJob from ${DELAYED}`, `reserveJob from ${BURIED}`, 'deleteJob', 'release', 'release delayed', 'bury', 'touch',
-      'kick buried', 'kick delayed', 'kickJob', 'releaseConn', 'dropTube', 'expire', 'tick timedOut', 'tick ready'];
+      'kick buried', 'kick delayed', 'kickJob', 'releaseConn', 'releaseConn oldest', 'dropTube', 'expire', 'tick timedOut', 'tick ready'];
     for (const op of mustSucceed) expect(total[op]?.[0] ?? 0, `${op} never succeeded (seed=${baseSeed})`).toBeGreaterThan(0);
     for (const op of ['reserveBest', 'reserveIfReady', `reserveJob from ${RESERVED}`, 'deleteJob', 'release', 'bury', 'touch', 'kickJob', 'dropTube', 'expire']) {
       expect(total[op]?.[1] ?? 0, `${op} never refused (seed=${baseSeed})`).toBeGreaterThan(0);

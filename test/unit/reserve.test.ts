@@ -41,7 +41,7 @@ function setup(shards: number, perShard: number[]) {
     },
   } as unknown as ShardPool;
   const registry = new TubeRegistry(shards);
-  const reserves = new Reserves(pool, () => {}, () => {});
+  const reserves = new Reserves(pool, null, () => {}, () => {});
   // Tubes with the wanted number on each shard, in shard order.
   const tubes: Tube[] = [];
   for (let shard = 0; shard < shards; shard++) {
@@ -61,7 +61,7 @@ function setup(shards: number, perShard: number[]) {
     const w = new RecordWriter(64);
     w.header(rk, rk === R_JOB ? 8 : 0, 0, 0, pri, 0, id);
     if (rk === R_JOB) w.f64(0);
-    reserves.reply(shard, kind, a, w.buf, 0);
+    reserves.reply(shard, kind, a, w.buf, 0, 0);
   };
   return { reserves, a, client, tubes, sent, reply };
 }

@@ -498,6 +498,14 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
   onShardEvent(shard: number, buf: Buffer, at: number): void {
     switch (replyKind(buf, at)) {
       case E_RESERVED: {
+        const a = this.reserveAttempt;
+        if (a !== null && a.waiting) {
+          // A reserve over several shards, parked in each: this shard won its claim.
+          this.router.reserves.fan.claimed(a);
+          this.onReserved(buf, at);
+          if (jobMore(buf, at)) this.router.readied(jobTube(buf, at));
+          return;
+        }
         const seq = this.unparked();
         if (seq >= 0) this.reserved(seq, buf, at);
         if (jobMore(buf, at)) this.router.readied(jobTube(buf, at));

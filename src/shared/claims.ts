@@ -1,0 +1,117 @@
+// Claims on reserves that wait in several shards at once.
+//
+// A reserve whose watched tubes live on several shards waits in each of those shards, in each
+// tube's waiting set, as beanstalkd keeps one waiting set per tube (workers/waits.ts). Whichever
+// shard first has a job for it takes it; the others must not. So each such wait has a word in
+// shared memory holding its ticket: a shard that picks the waiter claims it by swapping the
+// ticket for 0 (Atomics.compareExchange), and only the one whose swap succeeds reserves a job
+// for it. The connection's own thread ends a wait (timeout, DEADLINE_SOON, close) the same way,
+// so a wait ends exactly once, by construction, whichever threads race for it.
+//
+// Every successful claim moves an epoch word. A shard that still lists a waiter some other
+// thread claimed drops it before it next changes its waiting sets (ShardWaits.purge): so those
+// sets change in the order beanstalkd's would, a claimed waiter leaving before anyone joins.
+//
+// Slots belong to connections (one wait at a time each), taken from a shared counter and given
+// back to the thread's own free list when the connection closes. The buffer grows (a growable
+// SharedArrayBuffer: every thread's view follows) up to CLAIM_SLOTS_MAX.
+
+/** The most connections that can have a slot at once (a reserve over several shards needs one). */
+export const CLAIM_SLOTS_MAX = 1 << 22;
+/** Slots the buffer starts with (it grows by doubling). */
+const CLAIM_SLOTS_FIRST = 1024;
+// Words before the slots: the epoch, the next fresh slot, the capacity in slots; then padding
+// to a cache line.
+const EPOCH = 0;
+const FRESH = 1;
+const CAPACITY = 2;
+const HEAD = 16;
+
+export interface ClaimsShared {
+  readonly words: SharedArrayBuffer;
+}
+
+export class Claims {
+  readonly shared: ClaimsShared;
+  private readonly words: Int32Array;
+  /** Slots this thread's connections gave back. */
+  private readonly free: number[] = [];
+
+  private constructor(shared: ClaimsShared) {
+    this.shared = shared;
+    this.words = new Int32Array(shared.words); // length-tracking: follows every grow
+  }
+
+  static create(): Claims {
+    const words = new SharedArrayBuffer((HEAD + CLAIM_SLOTS_FIRST) * 4, { maxByteLength: (HEAD + CLAIM_SLOTS_MAX) * 4 });
+    const c = new Claims({ words });
+    c.words[FRESH] = HEAD;
+    c.words[CAPACITY] = CLAIM_SLOTS_FIRST;
+    return c;
+  }
+
+  static attach(shared: ClaimsShared): Claims {
+    return new Claims(shared);
+  }
+
+  /** A slot for a connection (give it back with release). Throws past CLAIM_SLOTS_MAX. */
+  slot(): number {
+    const reused = this.free.pop();
+    if (reused !== undefined) return reused;
+    const slot = Atomics.add(this.words, FRESH, 1);
+    if (slot - HEAD >= CLAIM_SLOTS_MAX) throw new RangeError(`more than ${CLAIM_SLOTS_MAX} connections waiting over several shards`);
+    this.ensure(slot);
+    return slot;
+  }
+
+  /** The connection that had `slot` has closed: this thread reuses it (any old ticket in it is dead). */
+  release(slot: number): void {
+    Atomics.store(this.words, slot, 0);
+    this.free.push(slot);
+  }
+
+  /** A new wait in `slot` (whose last one has ended): its ticket. */
+  open(slot: number): number {
+    // Tickets are unique per thread, and a slot is only ever reused by the thread that gave it
+    // back: a waiting-set entry left from an earlier wait never matches a later one.
+    const ticket = this.nextTicket;
+    this.nextTicket = ticket === 0x7fff_ffff ? 1 : ticket + 1;
+    Atomics.store(this.words, slot, ticket);
+    return ticket;
+  }
+
+  private nextTicket = 1;
+
+  /** Ends the wait `ticket` in `slot` if nobody has: true for exactly one caller. */
+  claim(slot: number, ticket: number): boolean {
+    if (Atomics.compareExchange(this.words, slot, ticket, 0) !== ticket) return false;
+    Atomics.add(this.words, EPOCH, 1);
+    return true;
+  }
+
+  /** Whether the wait `ticket` in `slot` is still open. */
+  isOpen(slot: number, ticket: number): boolean {
+    return Atomics.load(this.words, slot) === ticket;
+  }
+
+  /** Moves with every claim: a waiting set listing a claimed waiter is stale only after it moved. */
+  get epoch(): number {
+    return Atomics.load(this.words, EPOCH);
+  }
+
+  /** Grows the buffer until `slot` is in it (any thread may; the capacity word says how far). */
+  private ensure(slot: number): void {
+    const sab = this.shared.words;
+    while (slot >= this.words.length) {
+      const cap = Atomics.load(this.words, CAPACITY);
+      const want = Math.min(cap * 2, CLAIM_SLOTS_MAX);
+      if (Atomics.compareExchange(this.words, CAPACITY, cap, want) === cap) {
+        try {
+          sab.grow((HEAD + want) * 4);
+        } catch {
+          // Another thread grew it further first.
+        }
+      }
+    }
+  }
+}
