@@ -6,11 +6,11 @@
 // directly when the shard lives on the thread that serves connections. The core knows neither.
 
 import {
-  E_READY, E_TIMED_OUT, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
+  E_TIMED_OUT, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
   OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BEST, OP_PEEK_BURIED, OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_PUT_BURIED,
   OP_EXPIRE, OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
   OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_RESTORE, R_BEST, R_JOB,
-  R_NONE, R_NUMS, R_OK, R_TUBES, RecordWriter, REPLY_FLAG_UNLOGGED, OP_LIST_JOBS, OP_CLEAR_TUBE, LIST_JOBS_MAX,
+  R_NONE, R_NUMS, R_OK, RecordWriter, REPLY_FLAG_UNLOGGED, OP_LIST_JOBS, OP_CLEAR_TUBE, LIST_JOBS_MAX,
   LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS, OP_RESERVE_WAIT, OP_CANCEL_WAIT, OP_TAKE_ID, OP_FAN_WAIT, R_PARKED, TUBE_FIELDS, TUBE_WAITING,
   R_DEFERRED, R_DROPPED, E_RESERVED, E_WAIT_END, E_DEFERRED, END_DEADLINE_SOON, END_TIMED_OUT, RESERVE_FOREVER,
   DEADLINE_SOON_MS,
@@ -121,21 +121,11 @@ export class ShardCore {
   /** OP_CLEAR_TUBE's deleted ids (grows to CLEAR_JOBS_MAX at most). */
   private clearIds: Float64Array = new Float64Array(0);
   private tubeScratch = new Int32Array(64);
-  // Clock events of one batch, deduplicated per tube.
-  private readyMark = new Uint8Array(64);
-  private readonly readyList: number[] = [];
+  // What the clock does: a tube that gained ready jobs (a TTR end, an unpause) gets its waiters
+  // served (a delay's end is served in order, from engine.lastTicked).
   private readonly sink = {
     ready: (tube: number): void => {
       this.waits.poke(tube);
-      if (tube >= this.readyMark.length) {
-        const next = new Uint8Array(Math.max(tube + 1, this.readyMark.length * 2));
-        next.set(this.readyMark);
-        this.readyMark = next;
-      }
-      if (this.readyMark[tube] === 0) {
-        this.readyMark[tube] = 1;
-        this.readyList.push(tube);
-      }
     },
     timedOut: (id: number, conn: number, reserves: number): void => {
       this.out.header(E_TIMED_OUT, 0, conn, this.engine.tubeOf(id), reserves, 0, id);
@@ -182,9 +172,9 @@ export class ShardCore {
   }
 
   /** R_JOB: a = tube, b = more, id, payload f64 deadline + body (E_RESERVED: the same, conn@8). */
-  private replyJob(id: number, more: number, deadlineMs: number, fromState = 0, delayLeftSec = 0, kind = R_JOB): void {
+  private replyJob(id: number, deadlineMs: number, fromState = 0, delayLeftSec = 0, kind = R_JOB): void {
     const engine = this.engine;
-    this.out.header(kind, 8 + engine.bodyLength(id), fromState, engine.tubeOf(id), more, delayLeftSec, id);
+    this.out.header(kind, 8 + engine.bodyLength(id), fromState, engine.tubeOf(id), 0, delayLeftSec, id);
     this.out.f64(deadlineMs);
     engine.copyBody(id, this.out);
   }
@@ -319,11 +309,6 @@ export class ShardCore {
     // reserves in the order their delays ended, before any reserve's own end is looked at.
     if (this.engine.lastTicked.length !== 0) this.serveInOrder(this.engine.lastTicked, now);
     const next = Math.min(clock, this.workq.tick(now), this.endWaits(now));
-    for (const tube of this.readyList) {
-      this.readyMark[tube] = 0;
-      this.out.header(E_READY, 0, 0, tube, 0, 0, 0);
-    }
-    if (this.readyList.length !== 0) this.readyList.length = 0; // (a runtime call even when empty: every batch)
     this.commitLog(now);
     return next;
   }
@@ -439,13 +424,13 @@ export class ShardCore {
   private readonly servedWaiters: Waiter[] = [];
 
   /**
-   * A reserve over `tubes[0..count)` took ready job `id` at once: its reply. In beanstalkd such a
-   * reserve passed through the job's tube's waiting set all the same (ShardWaits.passedThrough).
+   * A reserve took ready job `id` at once: its reply. In beanstalkd such a reserve passed through
+   * the job's tube's waiting set all the same (ShardWaits.passedThrough).
    */
-  private reservedAtOnce(id: number, tubes: Int32Array, count: number, now: number): void {
+  private reservedAtOnce(id: number): void {
     const engine = this.engine;
     this.waits.passedThrough(engine.tubeOf(id));
-    this.replyJob(id, engine.peekBest(tubes, count, now) !== 0 ? 1 : 0, engine.deadlineOf(id));
+    this.replyJob(id, engine.deadlineOf(id));
   }
 
   /**
@@ -460,8 +445,7 @@ export class ShardCore {
     this.waits.unpark(w);
     if (!won) return false;
     engine.reserveIfReady(id, w.conn, now);
-    const more = engine.peekBest(w.tubes, w.count, now) !== 0 ? 1 : 0;
-    this.replyJob(id, more, engine.deadlineOf(id), w.conn, 0, E_RESERVED);
+    this.replyJob(id, engine.deadlineOf(id), w.conn, 0, E_RESERVED);
     return true;
   }
 
@@ -543,7 +527,7 @@ export class ShardCore {
           out.header(R_NONE, 0, 0, 0, 0, 0, 0);
           return;
         }
-        this.reservedAtOnce(got, tubes, a, now);
+        this.reservedAtOnce(got);
         return;
       }
       case OP_RESERVE_WAIT: {
@@ -553,7 +537,7 @@ export class ShardCore {
         const tubes = this.readTubes(buf, at, a);
         const got = engine.reserveBest(tubes, a, conn, now);
         if (got !== 0) {
-          this.reservedAtOnce(got, tubes, a, now);
+          this.reservedAtOnce(got);
           return;
         }
         const soonAt = Math.min(id, engine.heldDeadline(conn)) - DEADLINE_SOON_MS;
@@ -606,13 +590,12 @@ export class ShardCore {
           out.header(R_NONE, 0, 0, 0, 0, 0, 0);
           return;
         }
-        this.reservedAtOnce(got, tubes, a, now);
+        this.reservedAtOnce(got);
         return;
       }
       case OP_EXPIRE: {
         const tube = engine.expire(id, conn, b);
         if (tube >= 0) this.waits.poke(tube);
-        if (tube >= 0 && !engine.isPaused(tube, now)) this.sink.ready(tube);
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
       }
@@ -631,8 +614,7 @@ export class ShardCore {
         }
         // conn@8: the state it was taken from; c: a delayed job's delay left, in seconds rounded
         // up (the API's move keeps them, src/ops/admin.ts).
-        this.replyJob(id, engine.peekReady(engine.tubeOf(id)) !== 0 ? 1 : 0, engine.deadlineOf(id),
-          engine.lastTakenState, Math.ceil(engine.lastTakenDelayMs / 1000));
+        this.replyJob(id, engine.deadlineOf(id), engine.lastTakenState, Math.ceil(engine.lastTakenDelayMs / 1000));
         return;
       }
       // Replies about one job echo its id, so the main thread can update what the connection holds.
@@ -723,7 +705,7 @@ export class ShardCore {
           : op === OP_PEEK_DELAYED ? engine.peekDelayed(a)
           : engine.peekBuried(a);
         if (got === 0) out.header(R_NONE, 0, 0, 0, 0, 0, 0);
-        else this.replyJob(got, 0, 0);
+        else this.replyJob(got, 0);
         return;
       }
       case OP_STATS_JOB:
@@ -801,9 +783,7 @@ export class ShardCore {
           }
         }
         const n = engine.releaseConn(conn, now, b === 1 ? Infinity : a);
-        const tubes = engine.lastTubes;
-        out.header(R_TUBES, tubes.length * 4, 0, n, tubes.length, 0, 0);
-        for (let i = 0; i < tubes.length; i++) out.u32(tubes[i]);
+        out.header(R_OK, 0, 0, n, 0, 0, 0);
         this.serveInOrder(engine.lastReleased, now);
         return;
       }

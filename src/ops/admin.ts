@@ -2,7 +2,8 @@
 // through the same queues as the protocol's commands, applied by the shard as the command it
 // mirrors (a clear deletes as `delete` does, logged with -b), and its answer is applied to the
 // routing layer as the session applies that command's answer (Router.deleted for every id a
-// shard deleted, Router.readied for what a kick made ready). Nothing here runs per protocol command.
+// shard deleted; a job made ready goes to the reserves waiting in its shard there). Nothing here
+// runs per protocol command.
 
 import { tubeStatsEntries, type StatsEntry } from '../proto/beanstalk/stats.ts';
 import type { Router } from '../route/router.ts';
@@ -117,9 +118,7 @@ export async function clearTube(router: Router, name: string, mask: number): Pro
 /** kick <count> on `t`: buried jobs first, else delayed ones. */
 export function kickTube(router: Router, t: Tube, count: number): Promise<{ kicked: number; unlogged: boolean }> {
   return ask(router, t.shard, (buf, at) => {
-    const n = okResult(buf, at);
-    if (n > 0) router.readied(okTube(buf, at));
-    return { kicked: n, unlogged: replyUnlogged(buf, at) };
+    return { kicked: okResult(buf, at), unlogged: replyUnlogged(buf, at) };
   }, (w) => w.header(OP_KICK, 0, 0, t.id, count, 0, 0));
 }
 
@@ -147,7 +146,6 @@ export function kickJob(router: Router, id: number): Promise<JobAnswer> {
   if (shard < 0) return Promise.resolve('not_found');
   return ask(router, shard, (buf, at): JobAnswer => {
     if (replyKind(buf, at) !== R_OK) return 'not_found';
-    router.readied(okTube(buf, at));
     return replyUnlogged(buf, at) ? 'unlogged' : 'done';
   }, (w) => w.header(OP_KICK_JOB, 0, 0, 0, 0, 0, id));
 }
@@ -220,11 +218,7 @@ function giveBack(router: Router, conn: number, shard: number, id: number, taken
   if (taken.from === 4) {
     return ask(router, shard, (buf, at) => replyKind(buf, at) === R_OK, (w) => w.header(OP_BURY, 0, conn, 0, pri, 0, id));
   }
-  return ask(router, shard, (buf, at) => {
-    if (replyKind(buf, at) !== R_OK) return false;
-    if (okResult(buf, at) === STATES.ready) router.readied(okTube(buf, at));
-    return true;
-  }, (w) => w.header(OP_RELEASE, 0, conn, 0, pri, taken.from === 3 ? taken.delaySec : 0, id));
+  return ask(router, shard, (buf, at) => replyKind(buf, at) === R_OK, (w) => w.header(OP_RELEASE, 0, conn, 0, pri, taken.from === 3 ? taken.delaySec : 0, id));
 }
 
 /** put into `t`, as a session's put: answered by the shard (with -b, once logged). Whether it was logged, and the new id. */
@@ -232,10 +226,7 @@ async function putCopy(router: Router, conn: number, t: Tube, buried: boolean, p
   const id = router.ids.next();
   router.tubes.retain(t, 'jobs'); // the move holds a pin on t
   router.jobMap.set(id, t.shard);
-  const answered = ask(router, t.shard, (buf, at) => {
-    if (okResult(buf, at) === STATES.ready) router.readied(okTube(buf, at));
-    return !replyUnlogged(buf, at);
-  }, (w) => {
+  const answered = ask(router, t.shard, (buf, at) => !replyUnlogged(buf, at), (w) => {
     w.header(buried ? OP_PUT_BURIED : OP_PUT, 4 + body.length, conn, t.id, pri, buried ? 0 : delaySec, id);
     w.u32(ttr);
     w.bytes(body, 0, body.length);

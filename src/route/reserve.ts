@@ -7,7 +7,7 @@
 // one shard's best, a peek of each shard's best, a take under a bound) and what their replies mean.
 
 import {
-  bestPri, jobMore, jobTube, okTube, OP_FAN_WAIT, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, replyId, replyKind,
+  bestPri, okTube, OP_FAN_WAIT, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, replyId, replyKind,
 } from '../shared/records.ts';
 import type { Claims } from '../shared/claims.ts';
 import { FanIn, type FanAttempt, type FanClient, type FanShards } from './fanin.ts';
@@ -36,13 +36,10 @@ export class Reserves implements FanShards<Tube> {
   private readonly pool: ShardPool;
   /** Claims of the waits parked in several shards (null with one shard: no reserve spans shards). */
   private readonly claims: Claims | null;
-  /** Tube `tubeId` may have gained ready jobs (Router.readied). */
-  private readonly readied: (tubeId: number) => void;
 
-  constructor(pool: ShardPool, claims: Claims | null, readied: (tubeId: number) => void, flushSoon: () => void) {
+  constructor(pool: ShardPool, claims: Claims | null, flushSoon: () => void) {
     this.pool = pool;
     this.claims = claims;
-    this.readied = readied;
     this.fan = new FanIn<Tube>(this, flushSoon);
   }
 
@@ -108,7 +105,6 @@ export class Reserves implements FanShards<Tube> {
     // A job reserved for a connection that has gone is given back by the release request its
     // close queued behind this one.
     if (!c.closed) c.onReserved(buf, at);
-    if (jobMore(buf, at)) this.readied(jobTube(buf, at));
   }
 }
 

@@ -8,9 +8,8 @@
 import type { RecoveredJob } from '../../workers/wal/reader.ts';
 import type { WalConfig } from '../../workers/wal/wal.ts';
 import {
-  E_DEFERRED, E_READY, E_RESERVED, E_TIMED_OUT, E_WAIT_END, E_WQ_DONE, E_WQ_GONE, E_WQ_READY, eventConn, eventReserves,
-  eventTube, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME, OP_WAL_SYNC, R_OK, R_TUBES, replyId,
-  replyKind, tubesAt, tubesCount,
+  E_DEFERRED, E_RESERVED, E_TIMED_OUT, E_WAIT_END, E_WQ_DONE, E_WQ_GONE, E_WQ_READY, eventConn, eventReserves,
+  eventTube, OP_DROP_TUBE, OP_EXPIRE, OP_RELEASE_CONN, OP_RESTORE, OP_TUBE_NAME, OP_WAL_SYNC, R_OK, replyId, replyKind,
 } from '../shared/records.ts';
 import { Claims, type ClaimsShared } from '../shared/claims.ts';
 import { JobIds, type JobIdsShared } from '../shared/jobids.ts';
@@ -147,7 +146,7 @@ export class Router {
     this.workq = new WorkqRouter(this.pool, config.shards, () => this.flushSoon(), this.earlyAck);
     // The tube registry's shared state (this.tubes.shared for another thread).
     this.tubes = new TubeRegistry(config.shared !== undefined ? TubeTable.attach(config.shared.tubes) : TubeTable.create({ shards: config.shards }));
-    this.reserves = new Reserves(this.pool, this.claims, (tubeId) => this.readied(tubeId), () => this.flushSoon());
+    this.reserves = new Reserves(this.pool, this.claims, () => this.flushSoon());
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');
       const w = this.pool.request(t.shard, 0, NO_REPLY, 0);
@@ -360,12 +359,6 @@ export class Router {
 
   // ---- what shards say happened ----
 
-  /** Tube `tubeId` may have gained ready jobs: wake a reserve over several shards waiting on it. */
-  readied(tubeId: number): void {
-    const t = this.tubes.get(tubeId);
-    if (t !== undefined) this.reserves.fan.ready(t);
-  }
-
   /** A put of tube `tubeId` was dropped unapplied (its connection closed behind a waiting reserve); `id` 0 if it had none yet. */
   putDropped(id: number, tubeId: number): void {
     if (id !== 0) {
@@ -420,8 +413,6 @@ export class Router {
       this.conns.get(eventConn(buf, at))?.onShardEvent?.(shard, buf, at);
     } else if (kind === E_WQ_READY || kind === E_WQ_DONE || kind === E_WQ_GONE) {
       this.workq.onEvent(buf, at, shard);
-    } else if (kind === E_READY) {
-      this.readied(eventTube(buf, at));
     } else if (kind === E_TIMED_OUT) {
       // The job stays held by the connection in its shard until OP_EXPIRE, sent once the
       // connection no longer holds it here: every delete/release/bury it was answered early
@@ -453,8 +444,7 @@ export class Router {
  * waiting there ends, what it kept there is dropped) and the first run goes back; then each
  * further run, once the one before has been answered, so the jobs reach the waiting reserves in
  * beanstalkd's order; the last goes back with everything else every shard still has of it (jobs
- * reserved for it that it had not heard of yet). A shard's R_TUBES names the tubes that gained
- * ready jobs.
+ * reserved for it that it had not heard of yet).
  */
 class Released implements ReplyTarget {
   private readonly router: Router;
@@ -484,12 +474,8 @@ class Released implements ReplyTarget {
     }
   }
 
-  onShardReply(_shard: number, _kind: number, _seq: number, buf: Buffer, at: number): void {
+  onShardReply(): void {
     const router = this.router;
-    if (replyKind(buf, at) === R_TUBES) {
-      const count = tubesCount(buf, at);
-      for (let i = 0; i < count; i++) router.readied(tubesAt(buf, at, i));
-    }
     if (--this.left !== 0) return;
     const runs = this.runs;
     if (this.next >= runs.length) {

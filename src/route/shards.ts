@@ -14,7 +14,7 @@ import { Worker } from 'node:worker_threads';
 import { Doorbell } from '../shared/doorbell.ts';
 import { delayUntil } from '../shared/timer.ts';
 import {
-  E_READY, E_WQ_GONE, E_WQ_READY, eventConn, HEADER_BYTES, isEvent, OP_BATCH, RecordReader, RecordWriter, recordEnd,
+  E_WQ_GONE, E_WQ_READY, eventConn, HEADER_BYTES, isEvent, OP_BATCH, RecordReader, RecordWriter, recordEnd,
   replyKind,
 } from '../shared/records.ts';
 import { Ring } from '../shared/ring.ts';
@@ -71,10 +71,6 @@ export function makeMesh(shards: number, ringBytes = MESH_RING_BYTES_DEFAULT): M
 /** The site of the main thread in a mesh. */
 export const mainSite = (mesh: Mesh): number => mesh.shards;
 
-/** Where an event goes: a site, every site, or every site but the one whose request caused it. */
-const EVERY_SITE = -1;
-const OTHER_SITES = -2;
-
 /**
  * Request bytes queued for one shard beyond what its ring holds, before connections stop parsing
  * (ConnectionHost.backlogFull); they parse again once every shard's queue is below half of it.
@@ -84,7 +80,7 @@ const OTHER_SITES = -2;
 export const BACKLOG_BYTES_DEFAULT = 4 * 1024 * 1024;
 
 export interface ShardReplyHandler {
-  /** An unsolicited event (E_READY, E_TIMED_OUT). */
+  /** An unsolicited event (E_TIMED_OUT, E_RESERVED, …). */
   event(shard: number, buf: Buffer, at: number): void;
   /** Called after a batch of replies was handled (flush socket output here). */
   batchDone(): void;
@@ -571,28 +567,18 @@ export class ShardPool {
   /**
    * One record of the shard here's output: a reply to a request from `source` (this site: the
    * pending FIFO here; another site: its ring), or an event, which goes where it belongs: to the
-   * site that serves its connection, E_READY to every site (each may have reserves waiting on
-   * several shards), workq's to the main thread (the workq router lives there).
+   * site that serves its connection, workq's to the main thread (the workq router lives there).
    */
   private readonly emit = (link: HereShard, source: number, buf: Buffer, at: number): void => {
     const kind = replyKind(buf, at);
     let dest = source;
     if (isEvent(kind)) {
-      const announced = kind === E_READY && buf.readUInt32LE(at + 16) === 1;
-      if (this.sites === 1) {
-        if (announced) return; // the only site is the one that sent the request
-        dest = this.site;
-      } else if (announced) dest = OTHER_SITES;
-      else if (kind === E_READY) dest = EVERY_SITE;
+      if (this.sites === 1) dest = this.site;
       else if (kind >= E_WQ_READY && kind <= E_WQ_GONE) dest = this.mainSite;
       else dest = eventConn(buf, at) % this.sites;
     }
-    if (dest === this.site || dest === EVERY_SITE || (dest === OTHER_SITES && source !== this.site)) this.deliver(link, buf, at);
-    if (dest === EVERY_SITE || dest === OTHER_SITES) {
-      for (const src of this.sources) if (dest === EVERY_SITE || src.site !== source) src.out.bytes(buf, at, recordEnd(buf, at));
-    } else if (dest !== this.site) {
-      (this.sourceBySite[dest] as Source).out.bytes(buf, at, recordEnd(buf, at));
-    }
+    if (dest === this.site) this.deliver(link, buf, at);
+    else (this.sourceBySite[dest] as Source).out.bytes(buf, at, recordEnd(buf, at));
   };
 
   /**

@@ -45,7 +45,7 @@ export const OP_PAUSE_TUBE = 19; //    a=tube, b=delaySec, id=sent at (ms): the 
 export const OP_DROP_TUBE = 20; //     a=tube
 export const OP_RELEASE_CONN = 21; //  conn, a = how many of the jobs it reserved longest ago to give back, b = 1: all of them:
 //                                     the connection has gone (its reserve waiting here ends, what it kept behind it is
-//                                     dropped); R_TUBES a = jobs given back (Router.releaseHeld)
+//                                     dropped); R_OK a = jobs given back (Router.releaseHeld)
 export const OP_SHUTDOWN = 22; //
 export const OP_TUBE_NAME = 23; //     a=tube; payload: the name (the shard's log records name tubes)
 export const OP_RESTORE = 24; //       a=tube, b=pri, c=delaySec, id; payload (48 bytes + body): u32 ttr, u32 state, f64 deadline,
@@ -153,12 +153,11 @@ export const WQ_INFO_BYTES = WQ_INFO_FIELDS * 8 + 16;
 // Replies, shard -> main (one per request).
 export const R_NONE = 1; //   nothing found / refused
 export const R_OK = 2; //     a = small result (state, count, tube), value@24 = f64 (deadline...)
-export const R_JOB = 3; //    a = tube, b = 1 if more ready jobs remain in the tubes asked, id@24 (to OP_RESERVE_JOB:
+export const R_JOB = 3; //    a = tube, b = 1 if more ready jobs remain in the queues asked (workq leases), id@24 (to OP_RESERVE_JOB:
 //                            @8 the state it was taken from, c = a delayed job's delay left in seconds, rounded up),
 //                            payload: f64 deadline then the body bytes
 export const R_BEST = 4; //   b = pri, id@24
 export const R_NUMS = 5; //   a = count; payload f64[count]
-export const R_TUBES = 6; //  a = count released, b = tube count; payload u32[b] tubes that gained ready jobs
 export const R_JOB_LIST = 8; // a = count, b = 1 if more jobs follow this page; payload count x (f64[LIST_FIELDS], preview bytes)
 export const R_PARKED = 10; //   to OP_RESERVE_WAIT: it waits in the shard
 export const R_DEFERRED = 11; // the request waits behind its connection's parked reserve; its reply comes as E_DEFERRED
@@ -215,7 +214,6 @@ export const WQ_DONE_DUPLICATE = 2;
 /** Byte 5 of a reply: the change is made in memory but the write-ahead log could not store it. */
 export const REPLY_FLAG_UNLOGGED = 5;
 
-export const E_READY = 64; //     a = tube that gained ready jobs by the clock (delay end, TTR end, unpause)
 export const E_TIMED_OUT = 65; // conn, a = tube, b = reserves, id: a reservation ran out of time; the job waits for OP_EXPIRE
 
 export const E_WQ_READY = 66; //  a = workq queue that gained ready jobs by the clock (schedule time, TTR requeue)
@@ -282,10 +280,6 @@ export const reserveEnd = (b: Buffer, at: number): number => b.readUInt32LE(at +
 /** E_DEFERRED: where the reply record it carries starts. */
 export const deferredAt = (at: number): number => at + HEADER_BYTES;
 
-/** R_TUBES: how many tubes gained ready jobs, and tube `i` of them. */
-export const tubesCount = (b: Buffer, at: number): number => b.readUInt32LE(at + 16);
-export const tubesAt = (b: Buffer, at: number, i: number): number => b.readUInt32LE(at + HEADER_BYTES + i * 4);
-
 /** R_JOB to a workq lease: the queue, the job's TTR (ms), its UUID's and payload's start. */
 export const wqJobQueue = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
 export const wqJobTtr = (b: Buffer, at: number): number => b.readUInt32LE(at + 20);
@@ -324,7 +318,7 @@ export function readJobList(b: Buffer, at: number): ListedJob[] {
 /** R_WQ_JOBS: how many jobs follow. */
 export const wqJobsCount = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
 
-/** Events: the connection (E_TIMED_OUT), the tube or queue (E_READY, E_TIMED_OUT, E_WQ_READY),
+/** Events: the connection (E_TIMED_OUT), the tube or queue (E_TIMED_OUT, E_WQ_READY),
  *  the reservation's reserves count (E_TIMED_OUT), whether a gone workq job was evicted (E_WQ_GONE). */
 export const eventConn = (b: Buffer, at: number): number => b.readUInt32LE(at + 8);
 export const eventTube = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);

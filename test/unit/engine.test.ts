@@ -140,7 +140,7 @@ describe('Engine: time', () => {
     expect(e.state(2)).toBe(RESERVED);
     expect(e.state(3)).toBe(RESERVED);
     expect(e.releaseConn(9, T0 + 1000)).toBe(2);
-    expect(Array.from(e.lastTubes).sort()).toEqual([0, 1]);
+    expect([...new Set(Array.from(e.lastReleased, (id) => e.tubeOf(id)))].sort()).toEqual([0, 1]);
     expect(e.expire(2, 9, 1)).toBe(-1); // released with its connection first
   });
 
@@ -297,11 +297,11 @@ describe('Engine: bury, kick, reserve-job, delete', () => {
     e.reserveBest([0, 1], 2, 1, T0);
     e.reserveBest([0, 1], 2, 1, T0);
     expect(e.releaseConn(1, T0)).toBe(3);
-    expect(Array.from(e.lastTubes).sort()).toEqual([0, 1]);
+    expect([...new Set(Array.from(e.lastReleased, (id) => e.tubeOf(id)))].sort()).toEqual([0, 1]);
     expect(jobStats(e, 1, T0)).toMatchObject({ state: READY, reserves: 1, releases: 0, timeouts: 0 });
     expect(e.state(2)).toBe(RESERVED);
     expect(e.releaseConn(1, T0)).toBe(0);
-    expect(e.lastTubes.length).toBe(0);
+    expect(e.lastReleased.length).toBe(0);
   });
 
   it("a connection's entry in the reserved lists outlives its last job, and goes at releaseConn", () => {

@@ -41,7 +41,7 @@ function setup(shards: number, perShard: number[]) {
     },
   } as unknown as ShardPool;
   const registry = new TubeRegistry(shards);
-  const reserves = new Reserves(pool, null, () => {}, () => {});
+  const reserves = new Reserves(pool, null, () => {});
   // Tubes with the wanted number on each shard, in shard order.
   const tubes: Tube[] = [];
   for (let shard = 0; shard < shards; shard++) {

@@ -5,7 +5,9 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { ShardPool, type ReplyTarget } from '../../src/route/shards.ts';
-import { E_READY, E_TIMED_OUT, OP_PUT, OP_RESERVE, R_JOB, R_NONE, R_OK, replyId, replyKind } from '../../src/shared/records.ts';
+import {
+  E_RESERVED, E_TIMED_OUT, OP_PUT, OP_RESERVE, OP_RESERVE_WAIT, R_JOB, R_NONE, R_OK, R_PARKED, RESERVE_FOREVER, replyId, replyKind,
+} from '../../src/shared/records.ts';
 import { waitUntil } from '../support/harness.ts';
 
 const pools: ShardPool[] = [];
@@ -50,7 +52,13 @@ function makePool(shards: number, here: number | null) {
     w.header(OP_RESERVE, 4, 7, 1, 0, 0, 0);
     w.u32(tube);
   };
-  return { pool, replies, events, put, reserve, batches: () => batches };
+  /** A reserve of connection 8 that waits in the shard (for ever) when nothing is ready. */
+  const reserveWait = (shard: number, tube: number, seq: number): void => {
+    const w = pool.request(shard, 2, target, seq);
+    w.header(OP_RESERVE_WAIT, 4, 8, 1, 0, RESERVE_FOREVER, Infinity);
+    w.u32(tube);
+  };
+  return { pool, replies, events, put, reserve, reserveWait, batches: () => batches };
 }
 
 describe('ShardPool with the shard here', () => {
@@ -75,11 +83,11 @@ describe('ShardPool with the shard here', () => {
   });
 
   it('runs the clock with no requests: a delay ends, a TTR ends', async () => {
-    const { pool, events, put, reserve, replies } = makePool(1, 0);
-    put(0, 3, 1, 1); // delayed 1 s
-    await waitUntil('the delay ends', () => events.some((e) => e.reply === E_READY));
-    reserve(0, 3, 5);
-    await waitUntil('reserved', () => replies.some((r) => r.reply === R_JOB));
+    const { pool, events, put, reserve, reserveWait, replies } = makePool(1, 0);
+    reserveWait(0, 3, 5);
+    await waitUntil('parked', () => replies.some((r) => r.reply === R_PARKED));
+    put(0, 3, 1, 1); // delayed 1 s: its end gives it to the waiting reserve, with no request
+    await waitUntil('the delay ends', () => events.some((e) => e.reply === E_RESERVED && e.id === 1), undefined, 5000);
     // TTR 60 s of job 1: no timeout soon. A job with TTR 1 s times out by the clock alone.
     put(0, 4, 2, 0, 1);
     reserve(0, 4, 6);

@@ -89,8 +89,6 @@ export class Engine {
   lastTube = -1;
   /** Ids the last listJobs chose, in order (view, valid until the next call). */
   lastListed: Float64Array = new Float64Array(0);
-  /** Distinct tubes that gained ready jobs in the last releaseConn (view, valid until the next call). */
-  lastTubes: Int32Array = new Int32Array(0);
   /** Ids the last kick() moved to READY, in order (view, valid until the next kick). */
   lastKicked: Float64Array = new Float64Array(0);
   private kickedBuf: Float64Array = new Float64Array(16);
@@ -169,7 +167,6 @@ export class Engine {
   private seq = 0; // stamps tubes to report each at most once per tick/releaseConn
   private buryStamp = 0; // the last buried job's stamp (in its deadline column)
   private listBuf: Float64Array = new Float64Array(64);
-  private tubesBuf: Int32Array = new Int32Array(8);
 
   // Heap callbacks, created once and shared by every heap so call sites stay monomorphic.
   private readonly readyLess = (a: number, b: number): boolean => {
@@ -434,14 +431,12 @@ export class Engine {
   }
 
   /** Connection closed: the `oldest` jobs it reserved longest ago (by default every one) go back to
-   *  READY, no counters change. Returns how many; `lastTubes` then lists the distinct tubes that
-   *  gained ready jobs, and `lastReleased` their ids in the order the connection reserved them
-   *  (oldest first: the order beanstalkd gives them back in, each to the next waiter). A close
+   *  READY, no counters change. Returns how many; `lastReleased` then lists their ids in the
+   *  order the connection reserved them (oldest first: the order beanstalkd gives them back in,
+   *  each to the next waiter). A close
    *  whose jobs are on several shards gives them back a run at a time (Router.releaseHeld). */
   releaseConn(conn: number, _nowMs: number, oldest = Infinity): number {
-    const seq = ++this.seq;
     let held = 0;
-    let nt = 0;
     const head = this.connHead.get(conn) ?? NIL;
     for (let s = head; s !== NIL; s = this.resNext(s)) held++;
     const n = Math.min(held, oldest);
@@ -457,15 +452,9 @@ export class Engine {
       this.releasedBuf[--k] = this.ids.get(s);
       this.leaveReserved(s, t);
       this.enterReady(s, t);
-      if (t.signalSeq !== seq) {
-        t.signalSeq = seq;
-        if (nt === this.tubesBuf.length) this.tubesBuf = growI32(this.tubesBuf, nt * 2);
-        this.tubesBuf[nt++] = t.id;
-      }
       s = next;
     }
     if (n === held) this.connHead.delete(conn);
-    this.lastTubes = this.tubesBuf.subarray(0, nt);
     this.lastReleased = this.releasedBuf.subarray(0, n);
     return n;
   }

@@ -29,13 +29,11 @@ import {
   DEADLINE_SOON_MS, deferredAt, E_DEFERRED, E_RESERVED, E_WAIT_END, END_DEADLINE_SOON, eventConn, eventTube,
   OP_BURY, OP_CANCEL_WAIT, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED, OP_PEEK_DELAYED,
   OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE_JOB, OP_RESERVE_WAIT, OP_STATS_JOB, OP_STATS_TUBE, OP_TAKE_ID, OP_TOTALS,
-  OP_TOUCH, R_DEFERRED, R_DROPPED, R_JOB, R_NUMS, R_OK, R_PARKED, jobBodyAt, jobDeadline, jobMore, jobTube, okResult,
+  OP_TOUCH, R_DEFERRED, R_DROPPED, R_JOB, R_NUMS, R_OK, R_PARKED, jobBodyAt, jobDeadline, okResult,
   okTube, payloadF64, recordEnd, replyId, replyKind, replyUnlogged, RESERVE_FOREVER, reserveEnd, TOTALS_FIELDS,
 } from '../../shared/records.ts';
 import { NO_REPLY, type ReplyTarget } from '../../route/shards.ts';
 
-/** Job states as the engine numbers them (workers/engine/engine.ts). */
-const READY = 1;
 import {
   CMD_BURY, CMD_DELETE, CMD_IGNORE, CMD_KICK, CMD_KICK_JOB, CMD_LIST_TUBE_USED, CMD_LIST_TUBES,
   CMD_LIST_TUBES_WATCHED, CMD_PAUSE_TUBE, CMD_PEEK, CMD_PEEK_BURIED, CMD_PEEK_DELAYED,
@@ -503,12 +501,10 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
           // A reserve over several shards, parked in each: this shard won its claim.
           this.router.reserves.fan.claimed(a);
           this.onReserved(buf, at);
-          if (jobMore(buf, at)) this.router.readied(jobTube(buf, at));
           return;
         }
         const seq = this.unparked();
         if (seq >= 0) this.reserved(seq, buf, at);
-        if (jobMore(buf, at)) this.router.readied(jobTube(buf, at));
         this.shardReserveDone();
         this.replied();
         return;
@@ -594,7 +590,6 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         const t = router.tubes.get(okTube(buf, at));
         if (kind === K_PUT_NUMBERED && t !== undefined) router.jobMap.set(id, t.shard);
         this.onPut(seq, id);
-        if (okResult(buf, at) === READY) router.readied(okTube(buf, at));
         return;
       }
       case K_TAKE_ID: {
@@ -606,7 +601,6 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       case K_RESERVE_WAIT:
         if (rk === R_JOB) {
           this.reserved(seq, buf, at);
-          if (jobMore(buf, at)) router.readied(jobTube(buf, at));
         } else {
           this.complete(seq, endWord(buf, at));
         }
@@ -634,7 +628,6 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       case K_RELEASE:
         if (ok) this.held.remove(id);
         this.onSimple(seq, kind, ok, 0);
-        if (ok && okResult(buf, at) === READY) router.readied(okTube(buf, at));
         return;
       case K_BURY:
         if (ok) this.held.remove(id);
@@ -645,14 +638,11 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         this.onSimple(seq, kind, ok, 0);
         return;
       case K_KICK: {
-        const n = okResult(buf, at);
-        this.onSimple(seq, kind, true, n);
-        if (n > 0) router.readied(okTube(buf, at));
+        this.onSimple(seq, kind, true, okResult(buf, at));
         return;
       }
       case K_KICK_JOB:
         this.onSimple(seq, kind, ok, 0);
-        if (ok) router.readied(okTube(buf, at));
         return;
       case K_PAUSE:
         this.onSimple(seq, kind, true, 0);
