@@ -113,6 +113,8 @@ class RingLink implements ShardLink {
   writer = new RecordWriter();
   readonly pending = new PendingFifo();
   held = false;
+  /** holdReplies (tests). */
+  repliesHeld = false;
   readonly toShard: Ring;
   readonly fromShard: Ring;
   /** The doorbell of the thread that serves the shard. */
@@ -653,6 +655,17 @@ export class ShardPool {
     if (!held) this.flush();
   }
 
+  /**
+   * For tests: while held, what `shard` (on a thread of its own) answers waits in its ring
+   * unread, as if this thread were slow to read it; the shard goes on applying requests.
+   */
+  holdReplies(shard: number, held: boolean): void {
+    const link = this.links[shard];
+    if (!(link instanceof RingLink)) throw new Error(`shard ${shard} runs here: it has no ring to hold`);
+    link.repliesHeld = held;
+    if (!held) this.mainBell.ring();
+  }
+
   /** Requests for shards on other threads not yet in their rings (full). */
   unpublished(): boolean {
     for (const t of this.remote) if (t.backlog() > 0) return true;
@@ -682,7 +695,7 @@ export class ShardPool {
   }
 
   private anyReadable(): boolean {
-    for (const t of this.remote) if (t.fromShard.readable() > 0) return true;
+    for (const t of this.remote) if (!t.repliesHeld && t.fromShard.readable() > 0) return true;
     for (const src of this.sources) if (src.requests.readable() > 0) return true;
     return false;
   }
@@ -696,6 +709,7 @@ export class ShardPool {
     let handled = false;
     if (this.sources.length > 0) handled = this.serveSources() || handled;
     for (const link of this.remote) {
+      if (link.repliesHeld) continue;
       const r = link.reader;
       let read = false;
       for (;;) {
