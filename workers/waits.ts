@@ -142,7 +142,13 @@ export class ShardWaits {
    * over several, only if this shard wins its claim (then no other thread will).
    */
   claim(w: Waiter): boolean {
-    return w.slot === 0 || (this.claims as Claims).claim(w.slot, w.ticket);
+    if (w.slot === 0) return true;
+    const from = (this.claims as Claims).claimAt(w.slot, w.ticket);
+    if (from === -1) return false;
+    // Had nobody else claimed anything since the last purge, this claim (whose waiter the caller
+    // unparks here) leaves nothing to purge: no need to look through every waiter again.
+    if (from === this.seenEpoch) this.seenEpoch = from + 1;
+    return true;
   }
 
   /**

@@ -84,9 +84,13 @@ export class Claims {
 
   /** Ends the wait `ticket` in `slot` if nobody has: true for exactly one caller. */
   claim(slot: number, ticket: number): boolean {
-    if (Atomics.compareExchange(this.words, slot, ticket, 0) !== ticket) return false;
-    Atomics.add(this.words, EPOCH, 1);
-    return true;
+    return this.claimAt(slot, ticket) !== -1;
+  }
+
+  /** claim, returning the epoch this claim moved on from (-1: lost). */
+  claimAt(slot: number, ticket: number): number {
+    if (Atomics.compareExchange(this.words, slot, ticket, 0) !== ticket) return -1;
+    return Atomics.add(this.words, EPOCH, 1);
   }
 
   /** Whether the wait `ticket` in `slot` is still open. */
