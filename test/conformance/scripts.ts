@@ -21,6 +21,10 @@ const closed = (conn: string): Step => ({ conn, closed: true });
 const sleep = (ms: number): Step => ({ sleep: ms });
 /** `count` replies arrive on some of the listed (blocked) connections; record who got what. */
 const gather = (count: number, ...conns: string[]): Step => ({ gather: conns, count });
+/** `conn` sends a reserve that waits (nothing is ready for it). */
+const waits = (conn: string): Step[] => [send(conn, 'reserve\r\n'), nothing(conn, 20)];
+/** wa watches `left` and `right` besides `default` (three shards of 4), wb `left` alone (one). */
+const overThreeAndOne: Step[] = [c('wa', 'watch left'), c('wa', 'watch right'), c('wb', 'watch left'), c('wb', 'ignore default')];
 
 /** A snapshot of everything a monitoring client would look at. */
 function snapshot(conn: string, tubes: string[] = []): Step[] {
@@ -521,22 +525,16 @@ export const SCRIPTS: Script[] = [
     name: 'a worker waiting on tubes of several shards takes its turn beside one waiting on one tube',
     steps: [
       c('p', 'use left'),
-      ...['left', 'right'].map((t) => c('wa', `watch ${t}`)),
-      c('wb', 'watch left'),
-      c('wb', 'ignore default'),
-      send('wa', 'reserve\r\n'),
-      nothing('wa', 20),
-      send('wb', 'reserve\r\n'),
-      nothing('wb', 20),
+      ...overThreeAndOne,
+      ...waits('wa'),
+      ...waits('wb'),
       put('p', 'first'),
       gather(1, 'wa', 'wb'),
       put('p', 'second'),
       gather(1, 'wa', 'wb'),
       // Now the other way round: wb waits first.
-      send('wb', 'reserve\r\n'),
-      nothing('wb', 20),
-      send('wa', 'reserve\r\n'),
-      nothing('wa', 20),
+      ...waits('wb'),
+      ...waits('wa'),
       put('p', 'third'),
       gather(1, 'wa', 'wb'),
       // A job of `right` stays ready beside wb (it does not watch `right`); one of `left` is its.
@@ -560,13 +558,9 @@ export const SCRIPTS: Script[] = [
       c('w', 'reserve'),
       c('w', 'reserve'),
       c('w', 'reserve'),
-      ...['left', 'right'].map((t) => c('wa', `watch ${t}`)),
-      c('wb', 'watch left'),
-      c('wb', 'ignore default'),
-      send('wa', 'reserve\r\n'),
-      nothing('wa', 20),
-      send('wb', 'reserve\r\n'),
-      nothing('wb', 20),
+      ...overThreeAndOne,
+      ...waits('wa'),
+      ...waits('wb'),
       close('w'),
       gather(2, 'wa', 'wb'),
       c('m', 'use right'),
