@@ -5,14 +5,12 @@
 // shard map, the tube registry, the counters) is in shared memory made by the main thread.
 
 import { parentPort, workerData } from 'node:worker_threads';
-import type net from 'node:net';
 import { makeLogger } from '../log.ts';
 import { BeanstalkServer, ServerCounters } from '../proto/beanstalk/server.ts';
 import { startReclaimTimer } from '../shared/reclaim.ts';
 import { Router } from '../route/router.ts';
-import { openBeanstalk, RawConnections, serveHandle, serveSocket } from './listener.ts';
-import { isRawHandle, rawBinding } from './raw.ts';
-import { siteRow, type HandedHandle, type SiteData, type SiteMessage } from './threads.ts';
+import { SiteConnections } from './site.ts';
+import { siteRow, type HandedHandle, type HandedSocket, type SiteData, type SiteMessage } from './threads.ts';
 
 const d = workerData as SiteData;
 const port = parentPort as NonNullable<typeof parentPort>;
@@ -32,16 +30,13 @@ const router = new Router({
 });
 router.onFatal = (shard, err) => send({ type: 'fatal', shard, err: err.stack ?? err.message });
 const beanstalk = new BeanstalkServer(router, ServerCounters.attach(d.counters, siteRow(d.site)));
-const open = openBeanstalk(beanstalk);
-const sockets = new Set<net.Socket>();
-const raws = new RawConnections(log);
+const handed = new SiteConnections(beanstalk, log);
 const stopReclaim = startReclaimTimer((r) => log.debug(r, 'memory given back'), () => beanstalk.workDone());
 
-port.on('message', (m: { socket?: net.Socket } | HandedHandle | 'close') => {
+port.on('message', (m: HandedSocket | HandedHandle | 'close') => {
   if (m === 'close') {
     stopReclaim();
-    for (const s of sockets) s.destroy();
-    raws.destroyAll();
+    handed.destroyAll();
     beanstalk.closeAll();
     void router.close().then(() => {
       send({ type: 'closed' });
@@ -49,23 +44,7 @@ port.on('message', (m: { socket?: net.Socket } | HandedHandle | 'close') => {
     });
     return;
   }
-  if ('handle' in m) {
-    // Placed by its first line (src/net/placement.ts): those bytes are this connection's first
-    // read. The main thread placed it only because this Node serves bare handles (same checks here).
-    if (rawBinding() === null || !isRawHandle(m.handle)) {
-      log.error('a connection handed over by its handle cannot be served bare here; closed');
-      (m.handle as { close?: () => void }).close?.();
-      return;
-    }
-    serveHandle(m.handle, router.newConnId(), log, open, raws, Buffer.from(m.first.buffer, m.first.byteOffset, m.first.byteLength));
-    return;
-  }
-  const socket = m.socket;
-  if (socket === undefined) return;
-  // Served bare (src/net/raw.ts), the socket object is dropped and `raws` has the connection.
-  if (serveSocket(socket, router.newConnId(), log, open, raws) === 'raw') return;
-  sockets.add(socket);
-  socket.on('close', () => sockets.delete(socket));
+  handed.take(m);
 });
 
 send({ type: 'ready' });

@@ -39,6 +39,11 @@ export interface HandedHandle {
   readonly first: Uint8Array;
 }
 
+/** A connection handed to a site as a paused net.Socket (where its handle cannot be read first). */
+export interface HandedSocket {
+  readonly socket: net.Socket;
+}
+
 /** Messages a site sends the main thread. */
 export type SiteMessage = { type: 'ready' } | { type: 'closed' } | { type: 'fatal'; shard: number; err: string };
 
@@ -96,7 +101,7 @@ export class ConnectionThreads {
   hand(socket: net.Socket): void {
     const w = this.workers[this.next];
     this.next = (this.next + 1) % this.workers.length;
-    w.postMessage({ socket }, [socket as never]);
+    w.postMessage({ socket } satisfies HandedSocket, [socket as never]);
   }
 
   /** Each site closes its connections and its shard (its log), then exits. */
@@ -114,12 +119,15 @@ export class ConnectionThreads {
   }
 }
 
+/** What the beanstalk port needs of the connection threads (a test fakes them). */
+export type Sites = Pick<ConnectionThreads, 'count' | 'handTo' | 'hand'>;
+
 /**
  * The beanstalk port with connection threads: each connection goes to the thread of the tubes its
  * first line names (src/net/placement.ts) when this Node lets the main thread read a handle and
  * hand it over; else each socket goes to the next thread in turn as it is accepted.
  */
-export async function listenConnectionThreads(host: string, port: number, threads: ConnectionThreads, beanstalk: BeanstalkServer, shards: number): Promise<net.Server> {
+export async function listenConnectionThreads(host: string, port: number, threads: Sites, beanstalk: BeanstalkServer, shards: number): Promise<net.Server> {
   if (!Placement.available()) return listenTcp(host, port, (socket) => threads.hand(socket));
   const placement = new Placement(
     {
