@@ -177,11 +177,15 @@ function listen(host: string, port: number, log: Logger, open: Open, newConnId: 
   return listenBare(host, port, (h) => serveHandle(h, newConnId(), log, open, raws), (s) => void serveSocket(s, newConnId(), log, open, raws), () => raws.destroyAll());
 }
 
-/** A new beanstalk connection of `beanstalk` on this thread. */
-export function openBeanstalk(beanstalk: BeanstalkServer): (connId: number, transport: Transport) => Conn {
+/**
+ * A new beanstalk connection of `beanstalk` on this thread. `handed`: the connections are
+ * accepted, and counted, by the main thread, which hands them to this one (src/net/site.ts).
+ */
+export function openBeanstalk(beanstalk: BeanstalkServer, handed = false): (connId: number, transport: Transport) => Conn {
   return (connId, transport) => {
     const s = new Session(beanstalk, connId, transport);
-    beanstalk.opened(s);
+    if (handed) beanstalk.adopted(s);
+    else beanstalk.opened(s);
     return s;
   };
 }

@@ -10,9 +10,9 @@
 // must not put every connection on one thread: a thread that already serves PLACEMENT_SLACK more
 // connections than the least busy one does not get another; that one does.
 //
-// Until its first line, the connection is counted by the main thread (current-connections,
-// total-connections), so an idle connection that has said nothing is in `stats` as in
-// beanstalkd; once handed over, by the thread that serves it.
+// The main thread counts each connection at its accept (current-connections, total-connections),
+// so an idle connection that has said nothing is in `stats` as in beanstalkd; the handover counts
+// nothing, and the thread that closes the connection uncounts it (BeanstalkServer.accepted).
 
 import { isTubeName } from '../proto/beanstalk/parser.ts';
 import { shardOf } from '../route/hash.ts';
@@ -55,12 +55,16 @@ export function chooseSite(shard: number, load: (site: number) => number, sites:
 /** What placement needs of the connection threads and the counters. */
 export interface PlacementHost {
   readonly sites: number;
-  /** Connections thread `site` has closed since the start (those it opened less those open now). */
+  /** Connections thread `site` has closed since the start. */
   closed(site: number): number;
-  /** Hands `handle` (stopped reading) and the bytes read from it so far to thread `site`. */
+  /** A connection accepted: counted, once (the thread that closes it uncounts it). */
+  accepted(): void;
+  /** Hands `handle` (stopped reading) and the bytes read from it so far to thread `site`, which does not count it again. */
   hand(site: number, handle: TcpHandle, first: Buffer): void;
-  /** A connection is counted here (+1) or no longer (-1: handed over or closed; total stays when closed). */
-  count(delta: 1 | -1, handedOver: boolean): void;
+  /** A connection handed over: no longer served here (still counted). */
+  handedOver(): void;
+  /** A connection closed here, before its first line or because no thread could take it: uncounted. */
+  dropped(): void;
 }
 
 type Sniffed = TcpHandle & { sniff: Sniff | null };
@@ -112,7 +116,7 @@ export class Placement {
     const s = new Sniff(h, this);
     h.sniff = s;
     this.pending.add(s);
-    this.host.count(1, false);
+    this.host.accepted();
     readIntoSharedBuffer(handle, onSniffRead);
     h.reading = true;
     if (handle.readStart() < 0) this.drop(s);
@@ -147,18 +151,18 @@ export class Placement {
       this.handed[site]++;
     } catch {
       // The thread cannot take it (the server is closing): the connection ends here.
-      this.host.count(-1, false);
+      this.host.dropped();
       h.close();
       return;
     }
-    this.host.count(-1, true);
+    this.host.handedOver();
   }
 
   private drop(s: Sniff): void {
     if (!this.pending.delete(s)) return;
     s.handle.sniff = null;
     s.handle.onread = ignoreRead;
-    this.host.count(-1, false);
+    this.host.dropped();
     s.handle.close();
   }
 

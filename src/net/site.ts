@@ -21,7 +21,7 @@ export class SiteConnections {
   constructor(beanstalk: BeanstalkServer, log: Logger) {
     this.beanstalk = beanstalk;
     this.log = log;
-    this.open = openBeanstalk(beanstalk);
+    this.open = openBeanstalk(beanstalk, true);
     this.raws = new RawConnections(log);
   }
 
@@ -33,6 +33,9 @@ export class SiteConnections {
       // read. The main thread placed it only because this Node serves bare handles (same checks here).
       if (rawBinding() === null || !isRawHandle(m.handle)) {
         this.log.error('a connection handed over by its handle cannot be served bare here; closed');
+        // The main thread counted it; this thread closes it, so uncounts it.
+        this.beanstalk.tookOver();
+        this.beanstalk.gone();
         (m.handle as { close?: () => void }).close?.();
         return;
       }

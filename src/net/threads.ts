@@ -128,15 +128,31 @@ export type Sites = Pick<ConnectionThreads, 'count' | 'handTo' | 'hand'>;
  * hand it over; else each socket goes to the next thread in turn as it is accepted.
  */
 export async function listenConnectionThreads(host: string, port: number, threads: Sites, beanstalk: BeanstalkServer, shards: number): Promise<net.Server> {
-  if (!Placement.available()) return listenTcp(host, port, (socket) => threads.hand(socket));
+  // Every connection is counted here at its accept; the site that closes it uncounts it, and the
+  // handover counts nothing (BeanstalkServer.accepted says why).
+  const hand = (socket: net.Socket): void => {
+    beanstalk.accepted();
+    try {
+      threads.hand(socket);
+    } catch {
+      // No thread can take it (the server is closing): the connection ends here.
+      beanstalk.gone();
+      socket.destroy();
+      return;
+    }
+    beanstalk.handedOver();
+  };
+  if (!Placement.available()) return listenTcp(host, port, hand);
   const placement = new Placement(
     {
       sites: threads.count,
       closed: (site) => beanstalk.closedBy(siteRow(site)),
+      accepted: () => beanstalk.accepted(),
       hand: (site, handle, first) => threads.handTo(site, handle, first),
-      count: (delta, handedOver) => beanstalk.holding(delta, handedOver),
+      handedOver: () => beanstalk.handedOver(),
+      dropped: () => beanstalk.gone(),
     },
     shards,
   );
-  return listenBare(host, port, (h) => placement.accept(h), (socket) => threads.hand(socket), () => placement.closeAll());
+  return listenBare(host, port, (h) => placement.accept(h), hand, () => placement.closeAll());
 }

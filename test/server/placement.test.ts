@@ -1,7 +1,7 @@
 // Connection threads place each connection by its first line (src/net/placement.ts): the thread
 // of the tube it uses or watches, unless that thread already serves PLACEMENT_SLACK more
-// connections than the least busy one. The main thread holds a connection until that line, and
-// counts it meanwhile; what it read is the serving thread's first read, so no reply changes.
+// connections than the least busy one. The main thread holds a connection until that line (and
+// counts it from its accept); what it read is the serving thread's first read, so no reply changes.
 
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -97,7 +97,7 @@ describe('connection threads place connections by their first line', () => {
 
   it('serves a connection on the thread of the tube its first line uses or watches', async () => {
     const s = (server = await startServer({ port: 0, shards: 2, connectionThreads: true, logLevel: 'silent', workq: null }));
-    const load = (site: number): number => s.beanstalk.connectionsOf(siteRow(site));
+    const load = (site: number): number => s.beanstalk.servedBy(siteRow(site));
     for (const shard of [0, 1]) {
       for (const [i, tube] of onShard(shard).entries()) {
         const before = [load(0), load(1)];
@@ -115,14 +115,14 @@ describe('connection threads place connections by their first line', () => {
     const [tube] = onShard(1);
     const c = await connect(s.port);
     c.write('us');
-    await waitUntil('held by the main thread', () => s.beanstalk.connectionsOf(0) === 1);
+    await waitUntil('held by the main thread', () => s.beanstalk.servedBy(0) === 1);
     await new Promise((r) => setTimeout(r, 20));
     c.write(`e ${tube}`);
     await new Promise((r) => setTimeout(r, 20));
-    expect(s.beanstalk.connectionsOf(0)).toBe(1); // still no CRLF: still on the main thread
+    expect(s.beanstalk.servedBy(0)).toBe(1); // still no CRLF: still on the main thread
     expect(await ask(c, '\r\nlist-tube-used\r\n', 2)).toBe(`USING ${tube}\r\nUSING ${tube}\r\n`);
-    expect(s.beanstalk.connectionsOf(siteRow(1))).toBe(1);
-    expect(s.beanstalk.connectionsOf(0)).toBe(0);
+    expect(s.beanstalk.servedBy(siteRow(1))).toBe(1);
+    expect(s.beanstalk.servedBy(0)).toBe(0);
   });
 
   it('keeps the replies: a whole session in the first read, a long first line, any first command', async () => {
@@ -151,18 +151,18 @@ describe('connection threads place connections by their first line', () => {
     const s = (server = await startServer({ port: 0, shards: 2, connectionThreads: true, logLevel: 'silent', workq: null }));
     // A stats connection the client has closed counts until its thread reads the end (as in
     // beanstalkd): each count below waits for the threads to have closed the earlier ones.
-    const threadsIdle = (): boolean => s.beanstalk.connectionsOf(siteRow(0)) + s.beanstalk.connectionsOf(siteRow(1)) === 0;
+    const threadsIdle = (): boolean => s.beanstalk.servedBy(siteRow(0)) + s.beanstalk.servedBy(siteRow(1)) === 0;
     const before = await statsOf(s.port, 'total-connections');
     await waitUntil('the stats connection closed', threadsIdle);
     const quiet = await connect(s.port);
-    await waitUntil('held by the main thread', () => s.beanstalk.connectionsOf(0) === 1);
+    await waitUntil('held by the main thread', () => s.beanstalk.servedBy(0) === 1);
     expect(await statsOf(s.port, 'current-connections')).toBe(2); // the quiet one and the asking one
     await waitUntil('the stats connection closed', threadsIdle);
     expect(await statsOf(s.port, 'total-connections')).toBe(before + 3);
     await waitUntil('the stats connection closed', threadsIdle);
     quiet.write('use a'); // half a line, then gone
     quiet.end();
-    await waitUntil('closed by the main thread', () => s.beanstalk.connectionsOf(0) === 0);
+    await waitUntil('closed by the main thread', () => s.beanstalk.servedBy(0) === 0);
     expect(await statsOf(s.port, 'current-connections')).toBe(1);
     await waitUntil('the stats connection closed', threadsIdle);
     expect(await statsOf(s.port, 'total-connections')).toBe(before + 5);
@@ -178,7 +178,7 @@ describe('connection threads place connections by their first line', () => {
     const open = async (): Promise<void> => expect(await ask(await connect(s.port), `use ${tube}\r\n`, 1)).toBe(`USING ${tube}\r\n`);
     if (atOnce) await Promise.all(Array.from({ length: n }, open));
     else for (let i = 0; i < n; i++) await open();
-    const loads = [s.beanstalk.connectionsOf(siteRow(0)), s.beanstalk.connectionsOf(siteRow(1))];
+    const loads = [s.beanstalk.servedBy(siteRow(0)), s.beanstalk.servedBy(siteRow(1))];
     expect(loads[0] + loads[1]).toBe(n);
     expect(loads[0] - loads[1]).toBeGreaterThanOrEqual(PLACEMENT_SLACK - 1);
     expect(loads[0] - loads[1]).toBeLessThanOrEqual(PLACEMENT_SLACK);

@@ -16,15 +16,21 @@ export const ROW_TOTAL_JOBS = CMD_COUNT;
 export const ROW_PRODUCERS = CMD_COUNT + 1;
 /** Connections that have reserved (current-workers). */
 export const ROW_WORKERS = CMD_COUNT + 2;
-/** Connections ever opened (total-connections). */
+/** Connections this thread accepted (total-connections). */
 export const ROW_TOTAL_CONNECTIONS = CMD_COUNT + 3;
-/** Connections open now (current-connections). */
+/**
+ * Connections this thread accepted less those it closed (current-connections, summed). A
+ * connection counts where it is accepted and is uncounted where it closes, so a connection
+ * thread's own is below 0 (the main thread accepts what it serves): only the sum is a count.
+ */
 export const ROW_CONNECTIONS = CMD_COUNT + 4;
 /** Reserves waiting in shards (current-waiting, with ROW_FAN_WAITING). */
 export const ROW_PARKED = CMD_COUNT + 5;
 /** Reserves over several shards waiting in the fan-in (current-waiting). */
 export const ROW_FAN_WAITING = CMD_COUNT + 6;
-const ROW_FIELDS = CMD_COUNT + 7;
+/** Connections this thread serves now: accepted or handed to it, less those it handed on or closed (not in stats). */
+export const ROW_SERVING = CMD_COUNT + 7;
+const ROW_FIELDS = CMD_COUNT + 8;
 /** A row's length in Float64s: a whole number of 64-byte lines, so rows share no cache line. */
 const ROW_LEN = Math.ceil(ROW_FIELDS / 8) * 8;
 /** The shared word before the rows: 0, or 1 in drain mode. */
@@ -128,15 +134,17 @@ export class BeanstalkServer {
   readonly cmdCounts: Float64Array;
   readonly startedMs = Date.now();
   readonly instanceId = process.getBuiltinModule('node:crypto').randomBytes(8).toString('hex');
+  /** Connections this thread accepted, took over from another and closed (workDone). */
+  private connWork = 0;
 
   /**
    * Work this thread has done, for the memory reclaim's burst test: the commands it read (every
-   * kind) and the connections it opened and closed (5,000 connections that send nothing are a
-   * burst too: each leaves garbage and heap growth, and accepting them barely shows on the event
-   * loop; closing them leaves garbage again: +6 MiB for 5,000, measured).
+   * kind) and the connections it accepted, took over and closed (5,000 connections that send
+   * nothing are a burst too: each leaves garbage and heap growth, and accepting them barely shows
+   * on the event loop; closing them leaves garbage again: +6 MiB for 5,000, measured).
    */
   workDone(): number {
-    let n = 2 * this.row[ROW_TOTAL_CONNECTIONS] - this.row[ROW_CONNECTIONS];
+    let n = this.connWork;
     for (let i = 0; i < this.cmdCounts.length; i++) n += this.cmdCounts[i];
     return n;
   }
@@ -203,31 +211,61 @@ export class BeanstalkServer {
     this.counters.draining = on;
   }
 
-  /** A new connection (made with a connection id from Router.newConnId). */
-  opened(s: BeanstalkConn): void {
+  // A connection's counts. It is counted once, by the thread that accepts it (as beanstalkd counts
+  // at accept), and uncounted once, by the thread that closes it: with connection threads the main
+  // thread accepts every connection and hands it to the thread that serves it (src/net/threads.ts).
+  // A handover writes no count. A sum over rows each written by its own thread is exact only if
+  // each event writes one row: an uncount by the handing thread and a count by the taking one are
+  // two events, with a moment between them when the connection counts twice or not at all (and
+  // the taking thread may answer its first line, a `stats` say, in that moment). Without
+  // connection threads, the main thread accepts and closes every connection itself.
+
+  /** A connection this thread accepted: counted here, and served here until handed over. */
+  accepted(): void {
     this.row[ROW_TOTAL_CONNECTIONS]++;
     this.row[ROW_CONNECTIONS]++;
+    this.row[ROW_SERVING]++;
+    this.connWork++;
+  }
+
+  /** A connection this thread accepted, handed to another thread: still counted; that thread uncounts it at its close. */
+  handedOver(): void {
+    this.row[ROW_SERVING]--;
+  }
+
+  /** A connection another thread accepted (and counted) handed to this one: served here, not counted again. */
+  tookOver(): void {
+    this.row[ROW_SERVING]++;
+    this.connWork++;
+  }
+
+  /** A connection this thread serves has closed (`closed` calls this for one with a session): uncounted here. */
+  gone(): void {
+    this.row[ROW_CONNECTIONS]--;
+    this.row[ROW_SERVING]--;
+    this.connWork++;
+  }
+
+  /** A new connection this thread accepted (made with a connection id from Router.newConnId). */
+  opened(s: BeanstalkConn): void {
+    this.accepted();
     this.sessions.set(s.connId, s);
     this.router.conns.set(s.connId, s);
   }
 
-  /**
-   * A connection the main thread holds before it hands it to a connection thread
-   * (src/net/placement.ts): counted here from its accept (+1), until it is handed over (-1, and
-   * the thread that serves it counts it from then) or closes unserved (-1; it was a connection).
-   */
-  holding(delta: 1 | -1, handedOver: boolean): void {
-    this.row[ROW_CONNECTIONS] += delta;
-    if (delta > 0) this.row[ROW_TOTAL_CONNECTIONS]++;
-    else if (handedOver) this.row[ROW_TOTAL_CONNECTIONS]--;
+  /** A new connection another thread accepted (and counted) and handed to this one (src/net/site.ts). */
+  adopted(s: BeanstalkConn): void {
+    this.tookOver();
+    this.sessions.set(s.connId, s);
+    this.router.conns.set(s.connId, s);
   }
 
-  /** Connections served by the thread with counters row `row` now. */
-  connectionsOf(row: number): number {
-    return this.counters.rowOf(row)[ROW_CONNECTIONS];
+  /** Connections the thread with counters row `row` serves now: those it accepted or was handed, less those it handed on or closed. */
+  servedBy(row: number): number {
+    return this.counters.rowOf(row)[ROW_SERVING];
   }
 
-  /** Connections the thread with counters row `row` has closed since the start. */
+  /** Connections the thread with counters row `row` has closed since the start (those it accepted less its own count of them). */
   closedBy(row: number): number {
     const r = this.counters.rowOf(row);
     return r[ROW_TOTAL_CONNECTIONS] - r[ROW_CONNECTIONS];
@@ -237,7 +275,7 @@ export class BeanstalkServer {
   closed(s: BeanstalkConn): void {
     const router = this.router;
     this.sessions.delete(s.connId);
-    this.row[ROW_CONNECTIONS]--;
+    this.gone();
     if (s.reserveAttempt !== null) {
       router.reserves.fan.cancel(s.reserveAttempt);
       router.reserves.forget(s.reserveAttempt);
