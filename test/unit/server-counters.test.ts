@@ -7,7 +7,7 @@ import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CMD_COUNT, CMD_PUT, CMD_STATS } from '../../src/proto/beanstalk/commands.ts';
 import {
-  ROW_CONNECTIONS, ROW_FAN_WAITING, ROW_PARKED, ROW_PRODUCERS, ROW_TOTAL_CONNECTIONS, ROW_TOTAL_JOBS, ROW_WORKERS,
+  ROW_CONNECTIONS, ROW_FAN_WAITING, ROW_PARKED, ROW_PRODUCERS, ROW_SERVING, ROW_TOTAL_CONNECTIONS, ROW_TOTAL_JOBS, ROW_WORKERS,
   ServerCounters,
 } from '../../src/proto/beanstalk/server.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
@@ -33,7 +33,7 @@ describe('ServerCounters', () => {
     expect(main.sum(ROW_WORKERS)).toBe(0);
     expect(t2.rowOf(0)[ROW_PRODUCERS]).toBe(1);
     // Rows do not overlap: every field of every row apart.
-    const fields = [CMD_PUT, CMD_COUNT - 1, ROW_TOTAL_JOBS, ROW_PRODUCERS, ROW_WORKERS, ROW_TOTAL_CONNECTIONS, ROW_CONNECTIONS, ROW_PARKED, ROW_FAN_WAITING];
+    const fields = [CMD_PUT, CMD_COUNT - 1, ROW_TOTAL_JOBS, ROW_PRODUCERS, ROW_WORKERS, ROW_TOTAL_CONNECTIONS, ROW_CONNECTIONS, ROW_PARKED, ROW_FAN_WAITING, ROW_SERVING];
     const c = ServerCounters.create(3);
     for (let r = 0; r < 3; r++) for (const [i, f] of fields.entries()) c.rowOf(r)[f] = (r + 1) * 100 + i;
     for (const [i, f] of fields.entries()) expect(c.sum(f)).toBe(600 + 3 * i);
