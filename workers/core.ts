@@ -171,7 +171,7 @@ export class ShardCore {
     return tubes;
   }
 
-  /** R_JOB: a = tube, b = more, id, payload f64 deadline + body (E_RESERVED: the same, conn@8). */
+  /** R_JOB: a = tube, id, payload f64 deadline + body (E_RESERVED: the same, conn@8). */
   private replyJob(id: number, deadlineMs: number, fromState = 0, delayLeftSec = 0, kind = R_JOB): void {
     const engine = this.engine;
     this.out.header(kind, 8 + engine.bodyLength(id), fromState, engine.tubeOf(id), 0, delayLeftSec, id);
@@ -782,7 +782,7 @@ export class ShardCore {
             out.header(R_DROPPED, 0, conn, rec.readUInt32LE(12), rec[4], 0, rec.readDoubleLE(24));
           }
         }
-        const n = engine.releaseConn(conn, now, b === 1 ? Infinity : a);
+        const n = engine.releaseConn(conn, now);
         out.header(R_OK, 0, 0, n, 0, 0, 0);
         this.serveInOrder(engine.lastReleased, now);
         return;

@@ -379,30 +379,15 @@ export class Router {
   /**
    * Connection `connId` has gone: every job it holds goes back to ready, behind what it sent; a
    * reserve it left waiting in a shard ends there. It is forgotten once every shard has answered.
-   * `held` is the jobs it held as far as it knows, in the order it reserved them: beanstalkd
-   * gives them back in that order, each to the next reserve waiting on its tube, and a reserve
-   * may wait on several shards, so jobs on several shards go back one run of a shard at a time
-   * (Released).
+   * Every shard is asked at once, so whatever anyone sends after the close finds all of them
+   * ready, as in beanstalkd (see README, Differences, for the order waiting reserves get them in).
    */
-  releaseHeld(connId: number, held: ArrayLike<number>): void {
-    const runs: number[] = []; // [shard, count, shard, count, …]
-    for (let i = 0; i < held.length; i++) {
-      const shard = this.jobMap.get(held[i]);
-      if (shard < 0) continue;
-      if (runs.length !== 0 && runs[runs.length - 2] === shard) runs[runs.length - 1]++;
-      else runs.push(shard, 1);
+  releaseHeld(connId: number): void {
+    const target = new Released(this, connId, this.pool.links.length);
+    for (let shard = 0; shard < this.pool.links.length; shard++) {
+      this.pool.request(shard, 0, target, 0).header(OP_RELEASE_CONN, 0, connId, 0, 0, 0, 0);
     }
-    new Released(this, connId, runs).start();
-  }
-
-  /** Asks `shard` to give back the `count` jobs `connId` reserved longest ago there (all: every one). */
-  releaseRun(target: ReplyTarget, shard: number, connId: number, count: number, all: boolean): void {
-    this.pool.request(shard, 0, target, 0).header(OP_RELEASE_CONN, 0, connId, count, all ? 1 : 0, 0, 0);
     this.flushSoon();
-  }
-
-  get shardCount(): number {
-    return this.pool.links.length;
   }
 
   private onEvent(shard: number, buf: Buffer, at: number): void {
@@ -438,60 +423,19 @@ export class Router {
   }
 }
 
-/**
- * A closed connection's jobs going back (Router.releaseHeld), given as runs of its held jobs in
- * reservation order, one shard each. First every shard hears of the close at once (its reserve
- * waiting there ends, what it kept there is dropped) and the first run goes back; then each
- * further run, once the one before has been answered, so the jobs reach the waiting reserves in
- * beanstalkd's order; the last goes back with everything else every shard still has of it (jobs
- * reserved for it that it had not heard of yet).
- */
+/** The replies to one closed connection's OP_RELEASE_CONN, one per shard. */
 class Released implements ReplyTarget {
   private readonly router: Router;
   private readonly connId: number;
-  private readonly runs: number[];
-  /** The next run to ask for (an index into runs' pairs). */
-  private next = 0;
-  /** Replies still to come for the step asked for. */
-  private left = 0;
+  private left: number;
 
-  constructor(router: Router, connId: number, runs: number[]) {
+  constructor(router: Router, connId: number, shards: number) {
     this.router = router;
     this.connId = connId;
-    this.runs = runs;
-  }
-
-  /** Every shard hears of the close; the first run goes back with it (all, if it is the only one). */
-  start(): void {
-    const runs = this.runs;
-    const last = runs.length <= 2;
-    const shards = this.router.shardCount;
     this.left = shards;
-    this.next = 2;
-    for (let shard = 0; shard < shards; shard++) {
-      const count = runs.length !== 0 && runs[0] === shard ? runs[1] : 0;
-      this.router.releaseRun(this, shard, this.connId, count, last);
-    }
   }
 
   onShardReply(): void {
-    const router = this.router;
-    if (--this.left !== 0) return;
-    const runs = this.runs;
-    if (this.next >= runs.length) {
-      router.conns.delete(this.connId);
-      return;
-    }
-    const i = this.next;
-    this.next += 2;
-    if (this.next < runs.length) {
-      this.left = 1;
-      router.releaseRun(this, runs[i], this.connId, runs[i + 1], false);
-      return;
-    }
-    // The last run: with whatever else every shard still has of it.
-    const shards = router.shardCount;
-    this.left = shards;
-    for (let shard = 0; shard < shards; shard++) router.releaseRun(this, shard, this.connId, 0, true);
+    if (--this.left === 0) this.router.conns.delete(this.connId);
   }
 }

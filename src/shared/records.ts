@@ -43,9 +43,8 @@ export const OP_STATS_TUBE = 17; //    a=tube
 export const OP_TOTALS = 18; //
 export const OP_PAUSE_TUBE = 19; //    a=tube, b=delaySec, id=sent at (ms): the pause counts from then
 export const OP_DROP_TUBE = 20; //     a=tube
-export const OP_RELEASE_CONN = 21; //  conn, a = how many of the jobs it reserved longest ago to give back, b = 1: all of them:
-//                                     the connection has gone (its reserve waiting here ends, what it kept behind it is
-//                                     dropped); R_OK a = jobs given back (Router.releaseHeld)
+export const OP_RELEASE_CONN = 21; //  conn: the connection has gone; every job it holds here goes back to ready, its
+//                                     reserve waiting here ends, what it kept behind it is dropped. R_OK a = jobs given back
 export const OP_SHUTDOWN = 22; //
 export const OP_TUBE_NAME = 23; //     a=tube; payload: the name (the shard's log records name tubes)
 export const OP_RESTORE = 24; //       a=tube, b=pri, c=delaySec, id; payload (48 bytes + body): u32 ttr, u32 state, f64 deadline,
