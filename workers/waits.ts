@@ -18,7 +18,7 @@
 //
 // This file keeps the state; workers/core.ts decides when to call it and writes the records.
 
-import type { Claims } from '../src/shared/claims.ts';
+import { CLAIM_LOG, LOGGED_OVER, NOT_LOGGED_YET, type Claims } from '../src/shared/claims.ts';
 import { Multiset } from '../src/shared/multiset.ts';
 
 /** A connection's reserve parked in this shard, and the requests it sent after it. */
@@ -65,9 +65,9 @@ export class ShardWaits {
   private pokedMark = new Uint8Array(64);
   /** The claims of reserves over several shards, shared by every thread (null: one shard, none). */
   private readonly claims: Claims | null;
-  /** The parked reserves over several shards, and the claims epoch when they were last checked. */
-  private readonly remote = new Set<Waiter>();
-  private seenEpoch = -1;
+  /** The parked reserves over several shards, by claim slot, and the claims epoch up to which claims elsewhere have been looked at. */
+  private readonly remote = new Map<number, Waiter>();
+  private seenEpoch = 0;
   /** Connections that can no longer wait (OP_CANCEL_WAIT): their reserves never park. */
   private readonly noWait = new Set<number>();
   /** No parked reserve ends before this instant (it may end later: a lower bound). */
@@ -77,6 +77,7 @@ export class ShardWaits {
 
   constructor(claims: Claims | null = null) {
     this.claims = claims;
+    if (claims !== null) this.seenEpoch = claims.epoch;
   }
 
   /** Parked reserves now (those over several shards that another thread has claimed are gone). */
@@ -134,7 +135,7 @@ export class ShardWaits {
     const w = this.park(conn, tubes, count, Infinity, Infinity);
     w.slot = slot;
     w.ticket = ticket;
-    this.remote.add(w);
+    this.remote.set(slot, w);
   }
 
   /**
@@ -147,7 +148,7 @@ export class ShardWaits {
     if (from === -1) return false;
     // Had nobody else claimed anything since the last purge, this claim (whose waiter the caller
     // unparks here) leaves nothing to purge: no need to look through every waiter again.
-    if (from === this.seenEpoch) this.seenEpoch = from + 1;
+    if (from === this.seenEpoch) this.seenEpoch = (from + 1) | 0;
     return true;
   }
 
@@ -160,9 +161,29 @@ export class ShardWaits {
     if (this.remote.size === 0) return;
     const claims = this.claims as Claims;
     const epoch = claims.epoch;
-    if (epoch === this.seenEpoch) return;
+    let e = this.seenEpoch;
+    if (epoch === e) return;
+    // The slots claimed since, from the claims' log; a whole log behind, every waiter.
+    const behind = (epoch - e) | 0;
+    if (behind > 0 && behind <= CLAIM_LOG) {
+      let lost = false;
+      for (; e !== epoch; e = (e + 1) | 0) {
+        const slot = claims.claimedAt(e);
+        if (slot === NOT_LOGGED_YET) break; // that claim is still writing it: the next look reads it
+        if (slot === LOGGED_OVER) {
+          lost = true;
+          break;
+        }
+        const w = this.remote.get(slot);
+        if (w !== undefined && !claims.isOpen(w.slot, w.ticket)) this.unpark(w);
+      }
+      if (!lost) {
+        this.seenEpoch = e;
+        return;
+      }
+    }
     this.seenEpoch = epoch;
-    for (const w of this.remote) if (!claims.isOpen(w.slot, w.ticket)) this.unpark(w);
+    for (const w of this.remote.values()) if (!claims.isOpen(w.slot, w.ticket)) this.unpark(w);
   }
 
   /** The reserve no longer waits: out of every tube's waiting set (beanstalkd's remove_waiting_conn). */
@@ -171,7 +192,7 @@ export class ShardWaits {
     w.parked = false;
     this.parked--;
     if (w.slot !== 0) {
-      this.remote.delete(w);
+      if (this.remote.get(w.slot) === w) this.remote.delete(w.slot);
       w.slot = 0;
     }
     for (let i = 0; i < w.count; i++) {

@@ -8,13 +8,21 @@
 // for it. The connection's own thread ends a wait (timeout, DEADLINE_SOON, close) the same way,
 // so a wait ends exactly once, by construction, whichever threads race for it.
 //
-// Every successful claim moves an epoch word. A shard that still lists a waiter some other
+// Every successful claim moves an epoch word, and writes the slot it claimed into a log of the
+// last CLAIM_LOG claims, tagged with that epoch. A shard that still lists a waiter some other
 // thread claimed drops it before it next changes its waiting sets (ShardWaits.purge): so those
-// sets change in the order beanstalkd's would, a claimed waiter leaving before anyone joins.
+// sets change in the order beanstalkd's would, a claimed waiter leaving before anyone joins. The
+// log tells it which slots to look at: a claim elsewhere costs it one lookup, not a look at every
+// waiter it lists (28 µs with 1,000 of them, measured), unless it fell a whole log behind.
 //
 // Slots belong to connections (one wait at a time each), taken from a shared counter and given
 // back to the thread's own free list when the connection closes. The buffer grows (a growable
 // SharedArrayBuffer: every thread's view follows) up to CLAIM_SLOTS_MAX.
+
+/** Claims.claimedAt: the claim has moved the epoch but not written its slot yet. */
+export const NOT_LOGGED_YET = -1;
+/** Claims.claimedAt: a later claim has written over it (the reader fell CLAIM_LOG behind). */
+export const LOGGED_OVER = -2;
 
 /** The most connections that can have a slot at once (a reserve over several shards needs one). */
 export const CLAIM_SLOTS_MAX = 1 << 22;
@@ -26,25 +34,31 @@ const EPOCH = 0;
 const FRESH = 1;
 const CAPACITY = 2;
 const HEAD = 16;
+/** Claims the log keeps (a power of two): a shard more than this many behind looks at every waiter. */
+export const CLAIM_LOG = 4096;
 
 export interface ClaimsShared {
   readonly words: SharedArrayBuffer;
+  /** The log: CLAIM_LOG pairs [slot, epoch + 1 of the claim that wrote it]. */
+  readonly log: SharedArrayBuffer;
 }
 
 export class Claims {
   readonly shared: ClaimsShared;
   private readonly words: Int32Array;
+  private readonly log: Int32Array;
   /** Slots this thread's connections gave back. */
   private readonly free: number[] = [];
 
   private constructor(shared: ClaimsShared) {
     this.shared = shared;
     this.words = new Int32Array(shared.words); // length-tracking: follows every grow
+    this.log = new Int32Array(shared.log);
   }
 
   static create(): Claims {
     const words = new SharedArrayBuffer((HEAD + CLAIM_SLOTS_FIRST) * 4, { maxByteLength: (HEAD + CLAIM_SLOTS_MAX) * 4 });
-    const c = new Claims({ words });
+    const c = new Claims({ words, log: new SharedArrayBuffer(CLAIM_LOG * 8) });
     c.words[FRESH] = HEAD;
     c.words[CAPACITY] = CLAIM_SLOTS_FIRST;
     return c;
@@ -90,7 +104,24 @@ export class Claims {
   /** claim, returning the epoch this claim moved on from (-1: lost). */
   claimAt(slot: number, ticket: number): number {
     if (Atomics.compareExchange(this.words, slot, ticket, 0) !== ticket) return -1;
-    return Atomics.add(this.words, EPOCH, 1);
+    const e = Atomics.add(this.words, EPOCH, 1);
+    const i = (e & (CLAIM_LOG - 1)) * 2;
+    Atomics.store(this.log, i, slot);
+    Atomics.store(this.log, i + 1, (e + 1) | 0);
+    return e;
+  }
+
+  /**
+   * The slot the claim at epoch `e` claimed; NOT_LOGGED_YET if that claim has not written it yet
+   * (it moved the epoch a moment ago), LOGGED_OVER if a later claim has written over it.
+   */
+  claimedAt(e: number): number {
+    const i = (e & (CLAIM_LOG - 1)) * 2;
+    const want = (e + 1) | 0;
+    const tag = Atomics.load(this.log, i + 1);
+    if (tag !== want) return ((tag - want) | 0) < 0 ? NOT_LOGGED_YET : LOGGED_OVER;
+    const slot = Atomics.load(this.log, i);
+    return Atomics.load(this.log, i + 1) === want ? slot : LOGGED_OVER;
   }
 
   /** Whether the wait `ticket` in `slot` is still open. */

@@ -64,6 +64,9 @@ describe('Claims shared by threads', () => {
         const twice = [...w.wins].findIndex((n) => n !== 1);
         expect(twice, `round ${round}: pair ${twice} claimed ${w.wins[twice]} times`).toBe(-1);
         expect(claims.epoch - epoch).toBe(N); // each claim moved the epoch once
+        // and logged its slot under its epoch, whichever thread it was
+        const logged = Array.from({ length: N }, (_, k) => claims.claimedAt(epoch + k));
+        expect(new Set(logged)).toEqual(new Set(slots));
         for (let i = 0; i < N; i++) expect(claims.isOpen(w.pairs[2 * i], w.pairs[2 * i + 1])).toBe(false);
       }
       Atomics.store(w.control, 0, -1);

@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { ShardWaits } from '../../workers/waits.ts';
-import { Claims } from '../../src/shared/claims.ts';
+import { CLAIM_LOG, Claims, LOGGED_OVER, NOT_LOGGED_YET } from '../../src/shared/claims.ts';
 import { Multiset } from '../../src/shared/multiset.ts';
 
 const T = 7; // the tube
@@ -88,5 +88,32 @@ describe('waiting sets with reserves parked over several shards', () => {
     const got = w.nextWaiter(T)!;
     expect(got.ticket).toBe(second);
     expect(w.claim(got)).toBe(true);
+  });
+
+  it('a shard a whole claims log behind still drops the waiters claimed elsewhere', () => {
+    const claims = Claims.create();
+    const w = new ShardWaits(claims);
+    const x = parkRemote(w, claims, 1);
+    parkRemote(w, claims, 2);
+    claims.claim(x.slot, x.ticket);
+    // More claims elsewhere than the log keeps, of waits this shard does not list.
+    const other = claims.slot();
+    for (let i = 0; i < CLAIM_LOG + 10; i++) claims.claim(other, claims.open(other));
+    expect(claims.claimedAt(claims.epoch - CLAIM_LOG - 5)).toBe(LOGGED_OVER);
+    expect(w.waitingOn(T)).toBe(1);
+    expect(w.nextWaiter(T)?.conn).toBe(2);
+  });
+
+  it("the claims log: a recent claim's slot; one not made yet; one written over", () => {
+    const claims = Claims.create();
+    const a = claims.slot();
+    const b = claims.slot();
+    const e = claims.epoch;
+    expect(claims.claimedAt(e)).toBe(NOT_LOGGED_YET);
+    claims.claim(a, claims.open(a));
+    claims.claim(b, claims.open(b));
+    expect([claims.claimedAt(e), claims.claimedAt(e + 1)]).toEqual([a, b]);
+    for (let i = 0; i < CLAIM_LOG; i++) claims.claim(b, claims.open(b));
+    expect(claims.claimedAt(e)).toBe(LOGGED_OVER);
   });
 });

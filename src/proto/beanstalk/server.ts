@@ -25,7 +25,7 @@ export const ROW_TOTAL_CONNECTIONS = CMD_COUNT + 3;
 export const ROW_CONNECTIONS = CMD_COUNT + 4;
 /** Reserves waiting in shards (current-waiting, with ROW_FAN_WAITING). */
 export const ROW_PARKED = CMD_COUNT + 5;
-/** Reserves over several shards waiting in the fan-in (current-waiting). */
+/** Reserves over several shards waiting, counted by their connection's thread (current-waiting). */
 export const ROW_FAN_WAITING = CMD_COUNT + 6;
 /** Connections this thread serves now: accepted or handed to it, less those it handed on or closed (not in stats). */
 export const ROW_SERVING = CMD_COUNT + 7;
