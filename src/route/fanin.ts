@@ -45,6 +45,20 @@ export interface WaitList<T> {
   take(): T | undefined;
 }
 
+/**
+ * The wait list of the queues whose attempts wait in the shards instead (FanShards.park: beanstalk
+ * tubes): nothing is ever listed in it, so one shared empty list serves them all.
+ */
+export const NO_WAITERS: WaitList<FanAttempt<FanQueue>> = Object.freeze({
+  len: 0,
+  append(): void {
+    throw new Error('an attempt that parks in the shards waits on no queue here');
+  },
+  remove: (): boolean => false,
+  contains: (): boolean => false,
+  take: (): undefined => undefined,
+});
+
 /** Oldest first (workq: the connection that has waited longest is woken first). */
 export class WaitFifo<T> implements WaitList<T> {
   private items: T[] = [];

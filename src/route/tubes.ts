@@ -2,10 +2,10 @@
 // them, which connections wait on them. What every thread shares (name <-> id, shard, the counts
 // that decide a tube's life, list-tubes order, id reuse) lives in a TubeTable (./tubetable.ts,
 // SharedArrayBuffer memory; `shared` hands it to another thread); this thread keeps a Tube object
-// per live tube it has seen, for what is its own (the fan-in's waiters and epoch). The jobs themselves live on the shards; the table only counts them so a tube
+// per live tube it has seen, for its name and shard. The jobs themselves live on the shards; the table only counts them so a tube
 // disappears exactly when beanstalkd's would (no user, no watcher, no job, no pin).
 
-import type { FanAttempt, FanQueue } from './fanin.ts';
+import { NO_WAITERS, type FanAttempt, type FanQueue, type WaitList } from './fanin.ts';
 import { Multiset } from '../shared/multiset.ts';
 import { TubeTable, type TubeCountField, type TubeCounts, type TubeTableShared } from './tubetable.ts';
 
@@ -19,9 +19,9 @@ export class Tube implements FanQueue {
   readonly shard: number;
   /** The slot's generation when this tube was made (TubeTable.gen): tells a reused id. */
   readonly gen: number;
-  /** Reserves over several shards blocked waiting on this tube (the fan-in's, this thread's). */
-  readonly waiting = new Multiset<FanAttempt<FanQueue>>();
-  /** When the tube last signalled it may have ready jobs (the fan-in's epoch). */
+  /** None: a reserve over several shards waits in the shards (Reserves.park), not here. */
+  readonly waiting: WaitList<FanAttempt<FanQueue>> = NO_WAITERS;
+  /** When the tube last signalled it may have ready jobs (the fan-in's epoch; never, for a tube: see `waiting`). */
   readyEpoch = 0;
   private readonly table: TubeTable;
 
