@@ -176,5 +176,25 @@ describe('Engine memory after a burst drains', () => {
     expect(e.state(1)).toBe(0);
     e.invariants();
   });
-});
 
+  it("lets go of a burst's ordered id lists (a kick, delays ending together, a close) at the next call", () => {
+    const e = new Engine();
+    const n = 10_000;
+    const body = new Uint8Array(1);
+    for (let id = 1; id <= 3 * n; id++) e.put(0, id, 0, id <= n ? 0 : 1, 60, body, 1000);
+    // A close giving back n jobs, n delays ending in one tick, a kick of n buried jobs.
+    for (let i = 0; i < n; i++) e.reserveBest([0], 1, 7, 1000);
+    expect(e.releaseConn(7, 1000)).toBe(n);
+    e.tick(1000 + 2000, { ready: () => {}, timedOut: () => {} });
+    expect(e.lastTicked.length).toBe(2 * n);
+    for (let i = 0; i < n; i++) e.bury(e.reserveBest([0], 1, 8, 3000), 8, 0);
+    expect(e.kick(0, n, 3000)).toBe(n);
+    expect(e.memoryStats().orderListBytes).toBeGreaterThan(3 * n * 8);
+    // The next small call of each keeps a list of ORDER_BUF_KEEP entries at most.
+    expect(e.kick(0, 1, 3000)).toBe(0);
+    e.tick(4000, { ready: () => {}, timedOut: () => {} });
+    expect(e.releaseConn(99, 4000)).toBe(0);
+    expect(e.memoryStats().orderListBytes).toBeLessThanOrEqual(3 * 4096 * 8);
+    e.invariants();
+  });
+});

@@ -44,7 +44,7 @@ export const TUBE_STATS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', '
 export const TOTALS_FIELDS = ['current-jobs-urgent', 'current-jobs-ready', 'current-jobs-reserved', 'current-jobs-delayed', 'current-jobs-buried', 'job-timeouts'] as const;
 
 const NIL = -1;
-/** Entries an id list kept between calls may hold (lastTicked, lastReleased); a larger one made by a burst is let go. */
+/** Entries an id list kept between calls may hold (lastKicked, lastTicked, lastReleased); a larger one made by a burst is let go. */
 const ORDER_BUF_KEEP = 4096;
 // Records of the jobs that are not READY, in one Int32Array, each named by its first element's
 // index. Both kinds start with the place in the timer heap (NIL: not in it), so the timer heap's
@@ -392,6 +392,7 @@ export class Engine {
    *  (soonest first). Returns how many. */
   kick(tube: number, n: number, _nowMs: number): number {
     const t = this.tubes.get(tube);
+    if (this.kickedBuf.length > ORDER_BUF_KEEP) this.kickedBuf = new Float64Array(16);
     this.lastKicked = this.kickedBuf.subarray(0, 0);
     if (!t) return 0;
     // Buried jobs if the tube has any, else delayed ones (beanstalkd's kick_jobs).
@@ -738,7 +739,7 @@ export class Engine {
   }
 
   /** Memory held by this engine's structures, in bytes (for stats and tests). */
-  memoryStats(): { jobs: number; slots: number; columnBytes: number; idTableBytes: number; timerHeapBytes: number; recordBytes: number; bodyHeldBytes: number; bodyLiveBytes: number; bodyCompactions: number } {
+  memoryStats(): { jobs: number; slots: number; columnBytes: number; idTableBytes: number; timerHeapBytes: number; recordBytes: number; bodyHeldBytes: number; bodyLiveBytes: number; bodyCompactions: number; orderListBytes: number } {
     return {
       jobs: this.live,
       slots: this.cap,
@@ -749,6 +750,7 @@ export class Engine {
       bodyHeldBytes: this.bodies.heldBytes,
       bodyLiveBytes: this.bodies.liveBytes,
       bodyCompactions: this.bodies.compactions,
+      orderListBytes: this.kickedBuf.byteLength + this.tickedBuf.byteLength + this.releasedBuf.byteLength,
     };
   }
 
