@@ -1,9 +1,9 @@
 // The tube registry as one thread sees it: names, which shard owns each, who uses and watches
-// them, which connections wait on them. What every thread shares (name <-> id, shard, the counts
-// that decide a tube's life, list-tubes order, id reuse) lives in a TubeTable (./tubetable.ts,
-// SharedArrayBuffer memory; `shared` hands it to another thread); this thread keeps a Tube object
-// per live tube it has seen, for its name and shard. The jobs themselves live on the shards; the table only counts them so a tube
-// disappears exactly when beanstalkd's would (no user, no watcher, no job, no pin).
+// them. What every thread shares (name <-> id, shard, the counts that decide a tube's life,
+// list-tubes order, id reuse) lives in a TubeTable (./tubetable.ts, SharedArrayBuffer memory;
+// `shared` hands it to another thread); this thread keeps a Tube object per live tube it has
+// seen, for its name and shard. The jobs themselves live on the shards; the table only counts
+// them so a tube disappears exactly when beanstalkd's would (no user, no watcher, no job, no pin).
 
 import { NO_WAITERS, type FanAttempt, type FanQueue, type WaitList } from './fanin.ts';
 import { Multiset } from '../shared/multiset.ts';
