@@ -145,7 +145,7 @@ export class ShardWaits {
   claim(w: Waiter): boolean {
     if (w.slot === 0) return true;
     const from = (this.claims as Claims).claimAt(w.slot, w.ticket);
-    if (from === -1) return false;
+    if (from === null) return false;
     // Had nobody else claimed anything since the last purge, this claim (whose waiter the caller
     // unparks here) leaves nothing to purge: no need to look through every waiter again.
     if (from === this.seenEpoch) this.seenEpoch = (from + 1) | 0;

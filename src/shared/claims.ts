@@ -98,12 +98,15 @@ export class Claims {
 
   /** Ends the wait `ticket` in `slot` if nobody has: true for exactly one caller. */
   claim(slot: number, ticket: number): boolean {
-    return this.claimAt(slot, ticket) !== -1;
+    return this.claimAt(slot, ticket) !== null;
   }
 
-  /** claim, returning the epoch this claim moved on from (-1: lost). */
-  claimAt(slot: number, ticket: number): number {
-    if (Atomics.compareExchange(this.words, slot, ticket, 0) !== ticket) return -1;
+  /**
+   * claim, returning the epoch this claim moved on from, or null if it lost. (Not -1 for lost:
+   * the epoch word wraps, and -1 is an epoch too once 2^32 claims have been made.)
+   */
+  claimAt(slot: number, ticket: number): number | null {
+    if (Atomics.compareExchange(this.words, slot, ticket, 0) !== ticket) return null;
     const e = Atomics.add(this.words, EPOCH, 1);
     const i = (e & (CLAIM_LOG - 1)) * 2;
     Atomics.store(this.log, i, slot);

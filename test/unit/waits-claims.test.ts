@@ -116,4 +116,23 @@ describe('waiting sets with reserves parked over several shards', () => {
     for (let i = 0; i < CLAIM_LOG; i++) claims.claim(b, claims.open(b));
     expect(claims.claimedAt(e)).toBe(LOGGED_OVER);
   });
+
+  it('a claim is won at every epoch, -1 included (the epoch word wraps after 2^32 claims)', () => {
+    const claims = Claims.create();
+    new Int32Array(claims.shared.words)[0] = -2; // the epoch word, 2^32 - 2 claims on
+    const w = new ShardWaits(claims);
+    for (const conn of [1, 2, 3]) {
+      const x = parkRemote(w, claims, conn);
+      const got = w.nextWaiter(T)!;
+      expect(got.conn).toBe(conn);
+      expect(w.claim(got), `the claim at epoch ${claims.epoch}`).toBe(true);
+      w.unpark(got);
+      expect(claims.isOpen(x.slot, x.ticket)).toBe(false);
+    }
+    expect(claims.epoch).toBe(1);
+    // The connection's own thread, at epoch -1 too.
+    new Int32Array(claims.shared.words)[0] = -1;
+    const slot = claims.slot();
+    expect(claims.claim(slot, claims.open(slot))).toBe(true);
+  });
 });
