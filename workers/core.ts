@@ -378,9 +378,9 @@ export class ShardCore {
         if (n === 0) break;
         const id = engine.peekBest(tubes, n, now);
         if (id === 0) break;
-        // (None left if its last waiter was claimed elsewhere since hasWaiters: the loop looks again.)
-        const w = waits.nextWaiter(engine.lastTube);
-        if (w === undefined || !this.give(w, id, now)) continue;
+        // (None served if its waiters were all claimed elsewhere since hasWaiters: the loop looks again.)
+        const w = this.giveToNext(engine.lastTube, id, now);
+        if (w === undefined) continue;
         this.applyKept(w, now);
       }
     }
@@ -403,14 +403,8 @@ export class ShardCore {
       // Poked whatever happens next: serve() then passes on what it left (below).
       waits.poke(tube);
       if (!waits.hasWaiters(tube) || engine.isPaused(tube, now)) continue;
-      // The first waiter this shard may serve (one over several shards may have been claimed elsewhere).
-      for (;;) {
-        const w = waits.nextWaiter(tube);
-        if (w === undefined) break;
-        if (!this.give(w, id, now)) continue;
-        served.push(w);
-        break;
-      }
+      const w = this.giveToNext(tube, id, now);
+      if (w !== undefined) served.push(w);
     }
     // What the served connections sent behind their reserves runs once every job is handed out
     // (beanstalkd reads it after the command that made them ready). Tubes left with waiters
@@ -447,6 +441,17 @@ export class ShardCore {
     engine.reserveIfReady(id, w.conn, now);
     this.replyJob(id, engine.deadlineOf(id), w.conn, 0, E_RESERVED);
     return true;
+  }
+
+  /**
+   * Ready job `id` of `tube` goes to the first of the tube's waiters this shard may serve (give:
+   * one over several shards may have been claimed elsewhere). Returns it, or undefined if none was.
+   */
+  private giveToNext(tube: number, id: number, now: number): Waiter | undefined {
+    for (;;) {
+      const w = this.waits.nextWaiter(tube);
+      if (w === undefined || this.give(w, id, now)) return w;
+    }
   }
 
   /** Whether tube `t` has a ready job a reserve could take now (not paused). */
