@@ -11,7 +11,7 @@ import {
   OP_EXPIRE, OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
   OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_RESTORE, R_BEST, R_JOB,
   R_NONE, R_NUMS, R_OK, RecordWriter, REPLY_FLAG_UNLOGGED, OP_LIST_JOBS, OP_CLEAR_TUBE, LIST_JOBS_MAX,
-  LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS, OP_RESERVE_WAIT, OP_CANCEL_WAIT, OP_TAKE_ID, OP_FAN_WAIT, R_PARKED, TUBE_FIELDS, TUBE_WAITING,
+  LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS, OP_RESERVE_WAIT, OP_CANCEL_WAIT, OP_TAKE_ID, OP_FAN_WAIT, OP_AFTER, R_PARKED, TUBE_FIELDS, TUBE_WAITING,
   R_DEFERRED, R_DROPPED, E_RESERVED, E_WAIT_END, E_DEFERRED, END_DEADLINE_SOON, END_TIMED_OUT, RESERVE_FOREVER,
   DEADLINE_SOON_MS,
 } from '../src/shared/records.ts';
@@ -25,6 +25,7 @@ import { observe } from '../src/shared/histogram.ts';
 import { ShardWaits, type Waiter } from './waits.ts';
 import { Claims, type ClaimsShared } from '../src/shared/claims.ts';
 import { JobIds, type JobIdsShared } from '../src/shared/jobids.ts';
+import { StepOrder } from '../src/shared/order.ts';
 
 /** What a shard is made with. */
 export interface ShardConfig {
@@ -39,6 +40,11 @@ export interface ShardConfig {
   ids?: JobIdsShared;
   /** The claims of reserves over several shards (src/shared/claims.ts); absent with one shard. */
   claims?: ClaimsShared;
+  /**
+   * How far each shard has applied the request stream of the one thread that sends them all
+   * (src/shared/order.ts); absent with one shard, or when several threads send (a mesh).
+   */
+  order?: SharedArrayBuffer;
   /**
    * A tube's name from the server's shared tube table, for a shard that serves several threads:
    * a put from one thread can arrive before the name the creating thread sent (OP_TUBE_NAME) on
@@ -118,6 +124,22 @@ export class ShardCore {
   /** The workq protocol's jobs of this shard. */
   private readonly workq: WorkqOps;
   private readonly nums = new Float64Array(16);
+  /** Steps of other shards (src/shared/order.ts), null when one thread does not send every request. */
+  private readonly order: StepOrder | null;
+  /** How far this shard has applied its request stream (bytes, free-running). */
+  private applied = 0;
+  /** The last OP_AFTER: [shard, position] pairs, for the request after it. */
+  private after = new Int32Array(8);
+  private afterN = 0;
+  /**
+   * While a step waits for other shards (StepOrder.waitFor): run between looks, false to give up
+   * (stopping); and how long to sleep between looks. The shard on the sending thread moves the
+   * rings on there, often.
+   */
+  whileWaiting: () => boolean = () => true;
+  waitSliceMs = 1;
+  /** Steps that waited for other shards (tests). */
+  stepWaits = 0;
   /** OP_CLEAR_TUBE's deleted ids (grows to CLEAR_JOBS_MAX at most). */
   private clearIds: Float64Array = new Float64Array(0);
   private tubeScratch = new Int32Array(64);
@@ -136,6 +158,7 @@ export class ShardCore {
     this.index = config.index;
     this.ids = config.ids !== undefined ? JobIds.attach(config.ids) : new JobIds();
     this.waits = new ShardWaits(config.claims !== undefined ? Claims.attach(config.claims) : null);
+    this.order = config.order !== undefined ? StepOrder.attach(config.order) : null;
     this.lookupTubeName = config.tubeName;
     this.log = makeLogger(config.logLevel ?? 'info').child({ shard: config.index });
     this.wal = config.wal
@@ -171,7 +194,7 @@ export class ShardCore {
     return tubes;
   }
 
-  /** R_JOB: a = tube, id, payload f64 deadline + body (E_RESERVED: the same, conn@8). */
+  /** R_JOB: a = tube, b = more, id, payload f64 deadline + body (E_RESERVED: the same, conn@8). */
   private replyJob(id: number, deadlineMs: number, fromState = 0, delayLeftSec = 0, kind = R_JOB): void {
     const engine = this.engine;
     this.out.header(kind, 8 + engine.bodyLength(id), fromState, engine.tubeOf(id), 0, delayLeftSec, id);
@@ -304,6 +327,7 @@ export class ShardCore {
    * Returns the wall-clock ms at which the clock next has work (Infinity: none).
    */
   afterBatch(now: number): number {
+    if (this.order !== null) this.order.publish(this.index, this.applied);
     const clock = this.engine.tick(now, this.sink);
     // beanstalkd runs process_queue after each delay that ends: those jobs go to the waiting
     // reserves in the order their delays ended, before any reserve's own end is looked at.
@@ -343,6 +367,19 @@ export class ShardCore {
    * caused). A request of a connection whose reserve is parked here is kept for later instead.
    */
   handle(buf: Buffer, at: number, now: number): void {
+    if (this.order !== null) {
+      if (buf[at + 4] === OP_AFTER) {
+        this.readAfter(buf, at);
+        this.applied = (this.applied + buf.readUInt32LE(at)) | 0;
+        return;
+      }
+      if (this.afterN !== 0) this.awaitSteps();
+    }
+    this.handleRecord(buf, at, now);
+    this.applied = (this.applied + buf.readUInt32LE(at)) | 0;
+  }
+
+  private handleRecord(buf: Buffer, at: number, now: number): void {
     const conn = buf.readUInt32LE(at + 8);
     if (conn !== 0) {
       const w = this.waits.of(conn);
@@ -357,6 +394,31 @@ export class ShardCore {
     }
     this.apply(buf, at, now);
     if (this.waits.anyPoked) this.serve(now);
+  }
+
+  // ---- steps on several shards, in the sending thread's order (src/shared/order.ts) ----
+
+  /** OP_AFTER: the steps of other shards the next request comes after. */
+  private readAfter(buf: Buffer, at: number): void {
+    const n = buf.readUInt32LE(at + 12);
+    if (this.after.length < n * 2) this.after = new Int32Array(n * 2);
+    for (let i = 0; i < n * 2; i++) this.after[i] = buf.readInt32LE(at + HEADER_BYTES + i * 4);
+    this.afterN = n;
+  }
+
+  /**
+   * Before a step that may make a job ready: if a reserve waiting over several shards is parked
+   * here, the steps OP_AFTER named are applied first on their shards, so any claim they make on
+   * it comes first. Without such a reserve, what other shards do cannot change what this step does.
+   */
+  private awaitSteps(): void {
+    const n = this.afterN;
+    this.afterN = 0;
+    if (!this.waits.anyRemote) return;
+    const order = this.order as StepOrder;
+    order.publish(this.index, this.applied); // before waiting: whoever waits on this shard goes on
+    for (let i = 0; i < n; i++) order.waitFor(this.after[i * 2], this.after[i * 2 + 1], this.whileWaiting, this.waitSliceMs);
+    this.stepWaits++;
   }
 
   // ---- reserves waiting here (./waits.ts) ----
@@ -787,7 +849,7 @@ export class ShardCore {
             out.header(R_DROPPED, 0, conn, rec.readUInt32LE(12), rec[4], 0, rec.readDoubleLE(24));
           }
         }
-        const n = engine.releaseConn(conn, now);
+        const n = engine.releaseConn(conn, now, b === 1 ? Infinity : a);
         out.header(R_OK, 0, 0, n, 0, 0, 0);
         this.serveInOrder(engine.lastReleased, now);
         return;

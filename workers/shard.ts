@@ -37,6 +37,8 @@ const core = new ShardCore(data);
 const busyPollMs = (data.busyPollUs ?? 0) / 1000;
 const out = core.out;
 const reader = new RecordReader();
+// A step waiting for other shards' steps (src/shared/order.ts) gives up when the server stops.
+core.whileWaiting = () => Atomics.load(stop, 0) === 0;
 
 /** Copies the batch of replies into the ring; waits for room if the main thread lags behind. */
 function publish(): void {

@@ -247,6 +247,11 @@ export class ShardWaits {
     this.poked[this.pokedN++] = tube;
   }
 
+  /** Whether a reserve waiting over several shards is parked here (or was, and another thread's claim has not been looked at yet). */
+  get anyRemote(): boolean {
+    return this.remote.size > 0;
+  }
+
   get anyPoked(): boolean {
     return this.pokedN > 0;
   }

@@ -147,6 +147,7 @@ export class Router {
     // The tube registry's shared state (this.tubes.shared for another thread).
     this.tubes = new TubeRegistry(config.shared !== undefined ? TubeTable.attach(config.shared.tubes) : TubeTable.create({ shards: config.shards }));
     this.reserves = new Reserves(this.pool, this.claims, () => this.flushSoon());
+    this.pool.stepsMatter = () => this.reserves.fan.waitingCount > 0;
     this.tubes.onCreate = (t) => {
       const name = Buffer.from(t.name, 'latin1');
       const w = this.pool.request(t.shard, 0, NO_REPLY, 0);
@@ -379,15 +380,43 @@ export class Router {
   /**
    * Connection `connId` has gone: every job it holds goes back to ready, behind what it sent; a
    * reserve it left waiting in a shard ends there. It is forgotten once every shard has answered.
-   * Every shard is asked at once, so whatever anyone sends after the close finds all of them
-   * ready, as in beanstalkd (see README, Differences, for the order waiting reserves get them in).
+   * `held` is the jobs it held as far as it knows, in the order it reserved them: beanstalkd
+   * gives them back in that order, each to the next reserve waiting on its tube. So they go back
+   * in runs, one shard each, in that order: every request is queued now, behind what the
+   * connection sent and before anything anyone sends after the close, and each run is a step that
+   * comes after the runs before it on other shards (ShardPool.readyStep), so a reserve waiting over
+   * several shards gets the job beanstalkd would give it.
+   * - Every shard hears of the close (its reserve waiting there ends, what it kept is dropped),
+   *   the first run's shard giving that run back.
+   * - Each further run but the last.
+   * - Every shard gives back all it still has of it: the last run, and jobs reserved for it that
+   *   it had not heard of yet.
+   * With one run (or none) the first round gives back everything.
    */
-  releaseHeld(connId: number): void {
-    const target = new Released(this, connId, this.pool.links.length);
-    for (let shard = 0; shard < this.pool.links.length; shard++) {
-      this.pool.request(shard, 0, target, 0).header(OP_RELEASE_CONN, 0, connId, 0, 0, 0, 0);
+  releaseHeld(connId: number, held: ArrayLike<number>): void {
+    const runs: number[] = []; // [shard, count, shard, count, …]
+    for (let i = 0; i < held.length; i++) {
+      const shard = this.jobMap.get(held[i]);
+      if (shard < 0) continue;
+      if (runs.length !== 0 && runs[runs.length - 2] === shard) runs[runs.length - 1]++;
+      else runs.push(shard, 1);
     }
-    this.flushSoon();
+    const shards = this.pool.links.length;
+    const one = runs.length <= 2;
+    const target = new Released(this, connId, one ? shards : 2 * shards + runs.length / 2 - 2);
+    for (let shard = 0; shard < shards; shard++) {
+      const count = runs.length !== 0 && runs[0] === shard ? runs[1] : 0;
+      this.releaseRun(target, shard, connId, count, one);
+    }
+    if (one) return;
+    for (let i = 2; i < runs.length - 2; i += 2) this.releaseRun(target, runs[i], connId, runs[i + 1], false);
+    for (let shard = 0; shard < shards; shard++) this.releaseRun(target, shard, connId, 0, true);
+  }
+
+  /** Asks `shard` to give back the `count` jobs `connId` reserved longest ago there (all: every one). */
+  private releaseRun(target: ReplyTarget, shard: number, connId: number, count: number, all: boolean): void {
+    if (count > 0 || all) this.pool.readyStep(shard);
+    this.pool.request(shard, 0, target, 0).header(OP_RELEASE_CONN, 0, connId, count, all ? 1 : 0, 0, 0);
   }
 
   private onEvent(shard: number, buf: Buffer, at: number): void {
@@ -423,16 +452,16 @@ export class Router {
   }
 }
 
-/** The replies to one closed connection's OP_RELEASE_CONN, one per shard. */
+/** The replies to one closed connection's OP_RELEASE_CONN requests (Router.releaseHeld). */
 class Released implements ReplyTarget {
   private readonly router: Router;
   private readonly connId: number;
   private left: number;
 
-  constructor(router: Router, connId: number, shards: number) {
+  constructor(router: Router, connId: number, requests: number) {
     this.router = router;
     this.connId = connId;
-    this.left = shards;
+    this.left = requests;
   }
 
   onShardReply(): void {

@@ -14,9 +14,10 @@ import { Worker } from 'node:worker_threads';
 import { Doorbell } from '../shared/doorbell.ts';
 import { delayUntil } from '../shared/timer.ts';
 import {
-  E_WQ_GONE, E_WQ_READY, eventConn, HEADER_BYTES, isEvent, OP_BATCH, RecordReader, RecordWriter, recordEnd,
+  E_WQ_GONE, E_WQ_READY, eventConn, HEADER_BYTES, isEvent, OP_AFTER, OP_BATCH, RecordReader, RecordWriter, recordEnd,
   replyKind,
 } from '../shared/records.ts';
+import { StepOrder } from '../shared/order.ts';
 import { Ring } from '../shared/ring.ts';
 import { ShardCore, type ShardConfig } from '../../workers/core.ts';
 import { newHistogram, observe } from '../shared/histogram.ts';
@@ -98,6 +99,8 @@ interface ShardLink {
   held: boolean;
   /** Request bytes appended but not yet handed to the shard. */
   backlog(): number;
+  /** Request bytes ever appended (free-running): where the next request starts in the shard's stream (src/shared/order.ts). */
+  pos(): number;
   /** Hands queued requests to the shard (what does not fit waits for the next call). */
   flush(): void;
   close(): Promise<void>;
@@ -122,6 +125,13 @@ class RingLink implements ShardLink {
   readonly reader = new RecordReader();
   /** Bytes of writer already copied into the ring. */
   private flushed = 0;
+  /** Request bytes appended before the writer's (free-running). */
+  private base = 0;
+  /**
+   * Reply bytes read out of the ring while the shard here waited for this one, not yet delivered
+   * (kept apart from `reader`, which a delivery may be walking at that moment).
+   */
+  stash: RecordReader | null = null;
   readonly fsyncs: Float64Array;
   readonly hops = newHistogram(false);
   /** When the oldest batch not yet answered entered the ring (performance.now(); 0: none). */
@@ -144,9 +154,14 @@ class RingLink implements ShardLink {
     return this.writer.len - this.flushed;
   }
 
-  flush(): void {
+  pos(): number {
+    return (this.base + this.writer.len) | 0;
+  }
+
+  /** `force`: even while held (the shard here waits for this one: see ShardPool.whileHereWaits). */
+  flush(force = false): void {
     const w = this.writer;
-    if (w.len === this.flushed || this.held) return;
+    if (w.len === this.flushed || (this.held && !force)) return;
     if (this.flushed === 0 && this.marker !== null) {
       // A new batch: its number is taken now, after everything this thread published before, so
       // a batch published later anywhere (one that may depend on it) gets a larger one.
@@ -159,6 +174,7 @@ class RingLink implements ShardLink {
     const n = this.toShard.write(w.buf, this.flushed, w.len - this.flushed);
     this.flushed += n;
     if (this.flushed === w.len) {
+      this.base = (this.base + w.len) | 0;
       w.reset();
       this.flushed = 0;
     }
@@ -260,6 +276,13 @@ class HereShard implements ShardLink {
     return this.writer.len;
   }
 
+  /** Request bytes appended before the writer's (free-running). */
+  private base = 0;
+
+  pos(): number {
+    return (this.base + this.writer.len) | 0;
+  }
+
   flush(): void {
     if (this.busy || this.closed) return;
     if (this.writer.len > 0 && !this.held) this.beforeLocal();
@@ -267,6 +290,7 @@ class HereShard implements ShardLink {
     try {
       while (this.writer.len > 0 && !this.held) {
         const batch = this.writer;
+        this.base = (this.base + batch.len) | 0;
         this.writer = this.applying;
         this.applying = batch;
         const now = Date.now();
@@ -467,6 +491,23 @@ export class ShardPool {
   private roomWaiters: { roomAgain(): void }[] = [];
   /** The most request bytes one shard's queue held when a connection checked it (for tests and stats). */
   backlogPeak = 0;
+  /**
+   * How far each shard has applied what this thread sent it (src/shared/order.ts): null with one
+   * shard, or in a mesh (several threads send to each shard there).
+   */
+  readonly order: StepOrder | null;
+  /** Per shard: one past the start of the last step sent to it that may make a job ready. */
+  private readonly lastReady: Int32Array;
+  /** Shards whose last such step may not be applied yet. */
+  private readonly outstanding: number[] = [];
+  /**
+   * Whether a reserve this thread parked in several shards may still wait in them (the router
+   * says). When none does, a step needs no order: one parked later is parked behind it in every
+   * ring it could claim it from, so it is neither named nor sent behind anything.
+   */
+  stepsMatter: () => boolean = () => true;
+  /** OP_AFTER records sent (tests). */
+  afterRecords = 0;
 
   constructor(opts: ShardPoolOptions, handler: ShardReplyHandler) {
     this.handler = handler;
@@ -474,15 +515,20 @@ export class ShardPool {
     const ringBytes = opts.ringBytes ?? RING_BYTES_DEFAULT;
     this.backlogMax = opts.backlogBytes ?? BACKLOG_BYTES_DEFAULT;
     const m = opts.mesh;
+    this.order = m === undefined && opts.shards > 1 ? StepOrder.create(opts.shards) : null;
+    this.lastReady = new Int32Array(opts.shards);
     if (m === undefined) {
       this.site = 0;
       this.sites = 1;
       this.mainSite = 0;
       this.mainBell = Doorbell.create();
       for (let i = 0; i < opts.shards; i++) {
-        const config: ShardConfig = { ...opts.config, index: i, fsyncHistogram: newHistogram(true) };
+        const config: ShardConfig = { ...opts.config, index: i, fsyncHistogram: newHistogram(true), order: this.order?.sab };
         if (i === opts.here) {
-          this.links.push(new HereShard({ ...config, tubeName: opts.tubeName }, this.site, handler, this.emit));
+          const here = new HereShard({ ...config, tubeName: opts.tubeName }, this.site, handler, this.emit);
+          here.core.whileWaiting = this.whileHereWaits;
+          here.core.waitSliceMs = 0.05;
+          this.links.push(here);
         } else {
           const t = new ThreadShard(config, ringBytes, this.mainBell, this.stop, (err) => handler.fatal(i, err));
           this.threads.push(t);
@@ -549,6 +595,65 @@ export class ShardPool {
     }
     return link.writer;
   }
+
+  /**
+   * Before a request to `shard` that may make a job ready (a put, a release, a kick, a closed
+   * connection's jobs): names the steps of that kind sent to other shards and not yet applied
+   * there, which the shard then lets go first if a reserve waiting over several shards could tell
+   * (src/shared/order.ts). Call it just before request().
+   */
+  readyStep(shard: number): void {
+    const order = this.order;
+    if (order === null || !this.stepsMatter()) return;
+    const out = this.outstanding;
+    const last = this.lastReady;
+    const link = this.links[shard];
+    let deps = 0;
+    let k = 0;
+    let listed = false;
+    for (let i = 0; i < out.length; i++) {
+      const z = out[i];
+      if (z === shard) listed = true;
+      else if (order.reached(z, last[z])) continue;
+      else deps++;
+      out[k++] = z;
+    }
+    out.length = k;
+    if (deps > 0) {
+      this.afterRecords++;
+      const w = link.writer;
+      w.header(OP_AFTER, deps * 8, 0, deps, 0, 0, 0);
+      for (const z of out) {
+        if (z === shard) continue;
+        w.u32(z);
+        w.u32(last[z] >>> 0);
+      }
+    }
+    last[shard] = (link.pos() + 1) | 0;
+    if (!listed) out.push(shard);
+  }
+
+  /**
+   * While the shard here waits for other shards to apply earlier steps (StepOrder.waitFor): their
+   * requests still queued here go into their rings, held or not, and their replies come out of
+   * their rings (delivered later, by the pump), so none of them waits for this thread meanwhile.
+   */
+  private readonly whileHereWaits = (): boolean => {
+    let stashed = false;
+    for (const link of this.remote) {
+      link.flush(true);
+      for (;;) {
+        const r = (link.stash ??= new RecordReader(64 * 1024));
+        r.prepare(64 * 1024);
+        const n = link.fromShard.read(r.buf, r.end, r.buf.length - r.end);
+        if (n === 0) break;
+        r.end += n;
+        stashed = true;
+      }
+    }
+    if (stashed) this.mainBell.ring(); // the pump delivers them
+    return this.running;
+  };
 
   private readonly flushNow = (): void => {
     this.flushScheduled = false;
@@ -695,7 +800,7 @@ export class ShardPool {
   }
 
   private anyReadable(): boolean {
-    for (const t of this.remote) if (!t.repliesHeld && t.fromShard.readable() > 0) return true;
+    for (const t of this.remote) if (!t.repliesHeld && ((t.stash !== null && t.stash.end > t.stash.start) || t.fromShard.readable() > 0)) return true;
     for (const src of this.sources) if (src.requests.readable() > 0) return true;
     return false;
   }
@@ -713,9 +818,19 @@ export class ShardPool {
       const r = link.reader;
       let read = false;
       for (;;) {
-        r.prepare(64 * 1024);
-        const n = link.fromShard.read(r.buf, r.end, r.buf.length - r.end);
-        if (n === 0) break;
+        // Bytes the shard here's wait took out of the ring (whileHereWaits) come before what is left in it.
+        const stash = link.stash;
+        let n: number;
+        if (stash !== null && stash.end > stash.start) {
+          n = stash.end - stash.start;
+          r.prepare(n);
+          stash.buf.copy(r.buf, r.end, stash.start, stash.end);
+          stash.start = stash.end = 0;
+        } else {
+          r.prepare(64 * 1024);
+          n = link.fromShard.read(r.buf, r.end, r.buf.length - r.end);
+          if (n === 0) break;
+        }
         r.end += n;
         handled = true;
         read = true;

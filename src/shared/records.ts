@@ -43,8 +43,9 @@ export const OP_STATS_TUBE = 17; //    a=tube
 export const OP_TOTALS = 18; //
 export const OP_PAUSE_TUBE = 19; //    a=tube, b=delaySec, id=sent at (ms): the pause counts from then
 export const OP_DROP_TUBE = 20; //     a=tube
-export const OP_RELEASE_CONN = 21; //  conn: the connection has gone; every job it holds here goes back to ready, its
-//                                     reserve waiting here ends, what it kept behind it is dropped. R_OK a = jobs given back
+export const OP_RELEASE_CONN = 21; //  conn, a = how many of the jobs it reserved longest ago to give back, b = 1: all of them:
+//                                     the connection has gone (its reserve waiting here ends, what it kept behind it is
+//                                     dropped); R_OK a = jobs given back (Router.releaseHeld)
 export const OP_SHUTDOWN = 22; //
 export const OP_TUBE_NAME = 23; //     a=tube; payload: the name (the shard's log records name tubes)
 export const OP_RESTORE = 24; //       a=tube, b=pri, c=delaySec, id; payload (48 bytes + body): u32 ttr, u32 state, f64 deadline,
@@ -75,6 +76,10 @@ export const OP_FAN_WAIT = 52; //     conn, a=tube count, c=claim slot, id=ticke
 export const OP_BATCH = 53; //         id = the batch's number (a mesh's clock): the requests after it, up to the next
 //                                     OP_BATCH, were handed over at once; a shard applies the batches of all its rings in
 //                                     the order of their numbers (see src/route/shards.ts). Never reaches a ShardCore
+export const OP_AFTER = 54; //         a=count; payload u32 pairs [shard, position]: the next request may make a job ready;
+//                                     if a reserve waiting over several shards is parked here, it waits until each of those
+//                                     shards has applied its request stream up to that position (src/shared/order.ts). No
+//                                     reply
 export const OP_CANCEL_WAIT = 50; //   conn: conn can no longer wait (its peer shut its sending side): a reserve parked now
 //                                     or later ends at once (E_WAIT_END END_TIMED_OUT). R_OK
 /** Most jobs one OP_LIST_JOBS page holds. */

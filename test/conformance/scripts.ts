@@ -526,10 +526,57 @@ export const SCRIPTS: Script[] = [
     ],
   },
   {
+    // w1 held jobs of ta, tb, tc (shards 2, 3, 0 of 4), most urgent first; w2 waits over ta, tb
+    // and default, w3 over tc, tb and default (each over three shards). The jobs go back in the
+    // order w1 reserved them, each to the next worker waiting on its tube.
+    name: "a closing worker's jobs go to the workers waiting for them",
+    steps: [
+      ...(['ta', 'tb', 'tc'] as const).flatMap((t, i) => [c('p', `use ${t}`), put('p', `${t}-job`, 10 - i)]),
+      ...['ta', 'tb', 'tc'].map((t) => c('w1', `watch ${t}`)),
+      c('w1', 'reserve'),
+      c('w1', 'reserve'),
+      c('w1', 'reserve'),
+      c('w2', 'watch ta'),
+      c('w2', 'watch tb'),
+      c('w3', 'watch tc'),
+      c('w3', 'watch tb'),
+      ...waits('w2'),
+      ...waits('w3'),
+      close('w1'),
+      gather(2, 'w2', 'w3'),
+      c('m', 'stats'),
+      c('m', 'peek-ready'),
+      c('m', 'use ta'),
+      c('m', 'peek-ready'),
+    ],
+  },
+  {
+    // The closing worker held jobs of `left`, `right`, `left` (shards 0, 1, 0 of 4): they go back
+    // in that order, each to the next worker waiting on its tube (wa over three shards, wb over one).
+    name: "a closing worker's jobs on several shards go back in the order it reserved them",
+    steps: [
+      ...(['left', 'right', 'left'] as const).flatMap((t, i) => [c('p', `use ${t}`), put('p', `job-${i + 1}`, 10 - i)]),
+      ...['left', 'right'].map((t) => c('w', `watch ${t}`)),
+      c('w', 'reserve'),
+      c('w', 'reserve'),
+      c('w', 'reserve'),
+      c('wa', 'watch left'),
+      c('wa', 'watch right'),
+      c('wb', 'watch left'),
+      c('wb', 'ignore default'),
+      ...waits('wa'),
+      ...waits('wb'),
+      close('w'),
+      gather(2, 'wa', 'wb'),
+      c('m', 'use right'),
+      c('m', 'peek-ready'),
+      c('m', 'stats'),
+    ],
+  },
+  {
     // The closing worker held jobs of `left`, `left`, `right` (shards 0, 0, 1 of 4): each goes to
     // the next worker waiting on its tube, in the order it reserved them; wa and wc wait over two
-    // shards (their tube's and `default`'s), wb over one. (A worker waiting over two shards that
-    // both get jobs back at a close may get either: see README, Differences.)
+    // shards (their tube's and `default`'s), wb over one.
     name: "a closing worker's jobs on several shards go to the workers waiting for them",
     steps: [
       ...(['left', 'left', 'right'] as const).flatMap((t, i) => [c('p', `use ${t}`), put('p', `job-${i + 1}`, i + 1)]),

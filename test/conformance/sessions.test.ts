@@ -31,17 +31,16 @@ describe('scripted sessions on beanstalkd', () => {
 
 /**
  * Scripts whose transcripts differ, by design, when connections are served on several threads
- * (README, "Differences from beanstalkd"): reserves over tubes of several shards wait on their
- * connections' threads, so among such reserves on different threads the one served first is not
- * beanstalkd's pick; and the jobs a closing connection held go back to their shards one shard at
- * a time, so such a reserve may take the first one back rather than the most urgent of them all
- * (seen in 1 run of 6 before connections were served from their bare handles, more often since:
- * the race was always there). For these the target must still answer every command, hand out no
- * job twice, and hand out as many jobs as beanstalkd did.
+ * (README, "Differences from beanstalkd"): steps that make jobs ready on different shards (two
+ * puts, the runs of a closing connection's jobs) are not ordered against each other there, so a
+ * reserve waiting over several shards may take whichever job comes first rather than beanstalkd's
+ * pick. For these the target must still answer every command, hand out no job twice, and hand out
+ * as many jobs as beanstalkd did.
  */
 const THREADS_WAKE_ORDER = new Set([
   'workers with overlapping watch sets, blocked, served as jobs arrive',
   "a closing worker's jobs go to the workers waiting for them",
+  "a closing worker's jobs on several shards go back in the order it reserved them",
 ]);
 
 /** The ids a transcript shows reserved, sorted. */

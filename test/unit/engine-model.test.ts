@@ -221,11 +221,12 @@ class Model {
     return true;
   }
 
-  /** `conn`'s jobs go back: how many, and their ids in the order it reserved them. */
-  releaseConn(conn: number): [number, number[]] {
+  /** The `oldest` jobs `conn` reserved longest ago go back: how many, and their ids oldest first. */
+  releaseConn(conn: number, oldest: number): [number, number[]] {
     const mine = [...this.jobs.values()]
       .filter((j) => j.state === RESERVED && j.owner === conn)
-      .sort((a, b) => a.reservedSeq - b.reservedSeq);
+      .sort((a, b) => a.reservedSeq - b.reservedSeq)
+      .slice(0, oldest);
     for (const j of mine) this.toReady(j);
     return [mine.length, mine.map((j) => j.id)];
   }
@@ -508,11 +509,13 @@ export function runSeed(seed: number, ops: number, bug: Bug | null = null): Reco
     }
     if (x < 84) {
       const conn = pick(CONNS);
-      const n = e.releaseConn(conn, now);
-      const [wantN, wantIds] = m.releaseConn(conn);
-      eq('releaseConn', note('releaseConn', n, n > 0), wantN);
+      // Every job (a close on one shard), or the oldest few (a run of a close over several).
+      const oldest = r() < 0.5 ? Infinity : Math.floor(r() * 4);
+      const n = e.releaseConn(conn, now, oldest);
+      const [wantN, wantIds] = m.releaseConn(conn, oldest);
+      eq('releaseConn', note(oldest === Infinity ? 'releaseConn' : 'releaseConn oldest', n, n > 0), wantN);
       eq('releaseConn lastReleased', Array.from(e.lastReleased), wantIds);
-      return `releaseConn(${conn})`;
+      return `releaseConn(${conn}, ${oldest})`;
     }
     if (x < 85) {
       const tube = pick(TUBES);
@@ -584,7 +587,7 @@ describe('engine vs reference model', () => {
     if (process.env.MODEL_COVERAGE) console.log(total);
     const mustSucceed = ['put', 'put delayed', 'reserveBest', 'peekBest', 'reserveIfReady', `reserveJob from ${READY}`,
       `reserveJob from ${DELAYED}`, `reserveJob from ${BURIED}`, 'deleteJob', 'release', 'release delayed', 'bury', 'touch',
-      'kick buried', 'kick delayed', 'kickJob', 'releaseConn', 'dropTube', 'expire', 'tick timedOut', 'tick ready'];
+      'kick buried', 'kick delayed', 'kickJob', 'releaseConn', 'releaseConn oldest', 'dropTube', 'expire', 'tick timedOut', 'tick ready'];
     for (const op of mustSucceed) expect(total[op]?.[0] ?? 0, `${op} never succeeded (seed=${baseSeed})`).toBeGreaterThan(0);
     for (const op of ['reserveBest', 'reserveIfReady', `reserveJob from ${RESERVED}`, 'deleteJob', 'release', 'bury', 'touch', 'kickJob', 'dropTube', 'expire']) {
       expect(total[op]?.[1] ?? 0, `${op} never refused (seed=${baseSeed})`).toBeGreaterThan(0);

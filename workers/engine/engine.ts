@@ -431,23 +431,31 @@ export class Engine {
     return soonest;
   }
 
-  /** Connection closed: every job it reserved goes back to READY, no counters change. Returns
-   *  how many; `lastReleased` then lists their ids in the order the connection reserved them
-   *  (oldest first: the order beanstalkd gives them back in, each to the next waiter). */
-  releaseConn(conn: number, _nowMs: number): number {
-    let n = 0;
-    // The list is newest first: the ids go in from the back.
-    for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.resNext(s)) n++;
+  /** Connection closed: the `oldest` jobs it reserved longest ago (by default every one) go back to
+   *  READY, no counters change. Returns how many; `lastReleased` then lists their ids in the
+   *  order the connection reserved them (oldest first: the order beanstalkd gives them back in,
+   *  each to the next waiter). A close
+   *  whose jobs are on several shards gives them back a run at a time (Router.releaseHeld). */
+  releaseConn(conn: number, _nowMs: number, oldest = Infinity): number {
+    let held = 0;
+    const head = this.connHead.get(conn) ?? NIL;
+    for (let s = head; s !== NIL; s = this.resNext(s)) held++;
+    const n = Math.min(held, oldest);
     if (this.releasedBuf.length > ORDER_BUF_KEEP) this.releasedBuf = new Float64Array(0);
     if (n > this.releasedBuf.length) this.releasedBuf = growF64(this.releasedBuf, Math.max(n, this.releasedBuf.length * 2));
+    // The list is newest first: past the newest held - n, the ids go in from the back.
+    let s = head;
+    for (let i = n; i < held; i++) s = this.resNext(s);
     let k = n;
-    for (let s = this.connHead.get(conn) ?? NIL; s !== NIL; s = this.connHead.get(conn) ?? NIL) {
+    while (s !== NIL) {
+      const next = this.resNext(s);
       const t = this.tubeAt(s);
       this.releasedBuf[--k] = this.ids.get(s);
       this.leaveReserved(s, t);
       this.enterReady(s, t);
+      s = next;
     }
-    this.connHead.delete(conn);
+    if (n === held) this.connHead.delete(conn);
     this.lastReleased = this.releasedBuf.subarray(0, n);
     return n;
   }

@@ -42,6 +42,13 @@ export class HeldJobs {
     return true;
   }
 
+  /** The ids held, in the order they were reserved. */
+  ids(): number[] {
+    const ids: number[] = [];
+    for (let i = 0; i < this.n; i++) ids.push((this.pairs as number[])[2 * i]);
+    return ids;
+  }
+
   /** A touch moved job `id`'s TTR end. */
   touched(id: number, deadlineMs: number): void {
     const i = this.indexOf(id);

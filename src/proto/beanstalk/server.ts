@@ -3,6 +3,7 @@
 // drain mode. The counters live in shared memory (ServerCounters), a row per thread, so that
 // connections served on several threads count into one `stats`.
 
+import type { HeldJobs } from './held.ts';
 import type { FanAttempt } from '../../route/fanin.ts';
 import type { JobHolder, Router } from '../../route/router.ts';
 import type { Multiset, Tube } from '../../route/tubes.ts';
@@ -116,6 +117,8 @@ export interface BeanstalkConn extends JobHolder {
   readonly reserveAttempt: FanAttempt<Tube> | null;
   readonly watch: Multiset<Tube>;
   readonly use: Tube;
+  /** The jobs it holds, in the order it reserved them. */
+  readonly held: HeldJobs;
   close(): void;
 }
 
@@ -282,7 +285,7 @@ export class BeanstalkServer {
       this.row[ROW_WORKERS]--;
       // Give back every job it holds and end a reserve it left waiting in a shard; the request
       // queues behind everything it sent. It stays in router.conns until every shard answered.
-      router.releaseHeld(s.connId);
+      router.releaseHeld(s.connId, s.held.ids());
     } else {
       router.conns.delete(s.connId);
     }

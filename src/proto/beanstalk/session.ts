@@ -218,6 +218,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     // this or any client does next with the job goes through the same ring after it: answer now.
     // With -b the answer waits for the log; a put its shard numbers waits for its number.
     const early = router.earlyAck && numbered;
+    if (p.delaySec === 0) router.pool.readyStep(tube.shard);
     const w = router.pool.request(tube.shard, numbered ? K_PUT : K_PUT_NUMBERED, this, early ? -1 : seq);
     w.header(OP_PUT, 4 + (end - start), this.connId, tube.id, p.pri, p.delaySec, id);
     w.u32(p.ttrSec);
@@ -296,6 +297,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
         return;
       }
       case CMD_KICK: {
+        router.pool.readyStep(this.use.shard);
         const w = router.pool.request(this.use.shard, K_KICK, this, this.nextSeq());
         w.header(OP_KICK, 0, this.connId, this.use.id, p.kickCount, 0, 0);
         this.sent();
@@ -373,6 +375,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
           this.answer(REPLY_NOT_FOUND);
           return;
         }
+        router.pool.readyStep(t.shard); // it may end a pause
         const w = router.pool.request(t.shard, K_PAUSE, this, this.nextSeq());
         w.header(OP_PAUSE_TUBE, 0, this.connId, t.id, p.delaySec, 0, Date.now());
         this.sent();
@@ -409,6 +412,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     const shard = this.router.jobMap.get(id);
     if (shard < 0) return false;
     this.held.remove(id);
+    if (op === OP_RELEASE && c === 0) this.router.pool.readyStep(shard);
     const w = this.router.pool.request(shard, kind, this, -1);
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();
@@ -546,6 +550,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       this.answer(REPLY_NOT_FOUND);
       return false;
     }
+    if ((op === OP_RELEASE && c === 0) || op === OP_KICK_JOB) this.router.pool.readyStep(shard);
     const w = this.router.pool.request(shard, kind, this, this.nextSeq());
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();

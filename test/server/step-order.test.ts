@@ -1,0 +1,208 @@
+// Steps that make jobs ready on different shards take effect in the order the server read them,
+// as far as a reserve waiting over several shards can tell (src/shared/order.ts). beanstalkd
+// applies commands one at a time, so after a put to tube a and then a put to tube b, a worker
+// waiting on both gets the a job; shards run in parallel, so b's shard could get there first.
+// Each case here makes the wrong order happen for sure without the ordering: the first shard's
+// requests are held (ShardPool.holdRequests) or, for the shard on the connections' thread, it
+// applies its requests before the other shards' are even in their rings.
+
+import { afterEach, describe, expect, it } from 'vitest';
+import { startServer, type RunningServer } from '../../src/server.ts';
+import { shardOf } from '../../src/route/hash.ts';
+import { connect, type Client } from '../support/client.ts';
+import { waitUntil } from '../support/harness.ts';
+
+let server: RunningServer | null = null;
+const clients: Client[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.destroy();
+  await server?.close();
+  server = null;
+});
+
+const SHARDS = 4;
+const HERE = 'left'; // shard 0: runs on the connections' thread
+const AWAY = 'right'; // shard 1: a thread of its own
+const THIRD = 'ta'; // shard 2: a thread of its own
+
+async function open(port: number): Promise<Client> {
+  const c = await connect(port);
+  clients.push(c);
+  return c;
+}
+
+function stat(text: string, key: string): number {
+  const m = new RegExp(`\\n${key}: (\\d+)`).exec(text);
+  if (m === null) throw new Error(`no ${key} in ${text}`);
+  return Number(m[1]);
+}
+
+async function start(): Promise<RunningServer> {
+  expect([shardOf(HERE, SHARDS), shardOf(AWAY, SHARDS), shardOf(THIRD, SHARDS)]).toEqual([0, 1, 2]);
+  return (server = await startServer({ port: 0, shards: SHARDS, logLevel: 'silent', workq: null }));
+}
+
+/** A worker waiting over tubes `a` and `b` (on two shards), parked in both. */
+async function waitingOver(s: RunningServer, a: string, b: string): Promise<Client> {
+  const w = await open(s.port);
+  const m = await open(s.port);
+  await w.ask(`watch ${a}`, 'WATCHING 2\r\n');
+  await w.ask(`watch ${b}`, 'WATCHING 3\r\n');
+  await w.ask('ignore default', 'WATCHING 2\r\n');
+  await w.send('reserve\r\n');
+  for (const t of [a, b]) {
+    await waitUntil(`parked in ${t}'s shard`, async () => stat(await m.request(`stats-tube ${t}`), 'current-waiting') === 1);
+  }
+  return w;
+}
+
+describe('steps on several shards, in the order they were read', () => {
+  it('two puts in one read, the first one held before its shard: the waiting worker gets the first', async () => {
+    const s = await start();
+    const w = await waitingOver(s, AWAY, THIRD);
+    const p = await open(s.port);
+    s.router.pool.holdRequests(1, true);
+    await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${THIRD}\r\nput 0 0 60 1\r\nB\r\n`);
+    await p.expect(`USING ${AWAY}\r\nINSERTED 1\r\nUSING ${THIRD}\r\nINSERTED 2\r\n`);
+    // The second put is in its shard, which waits for the first one's: nothing for the worker yet.
+    await w.expectNothing(150);
+    s.router.pool.holdRequests(1, false);
+    await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
+    const m = await open(s.port);
+    await m.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
+    await m.ask('peek-ready', 'FOUND 2 1\r\nB\r\n');
+    expect(stat(await m.request(`stats-tube ${THIRD}`), 'current-waiting')).toBe(0);
+  });
+
+  it('a put, then a put for the shard on the connections\' thread: the worker gets the first', async () => {
+    const s = await start();
+    const w = await waitingOver(s, AWAY, HERE);
+    const p = await open(s.port);
+    // The shard here applies its put as soon as the turn's requests are handed over, before
+    // the other shard has read the first put from its ring.
+    await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${HERE}\r\nput 0 0 60 1\r\nB\r\n`);
+    await p.expect(`USING ${AWAY}\r\nINSERTED 1\r\nUSING ${HERE}\r\nINSERTED 2\r\n`);
+    await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
+    const m = await open(s.port);
+    await m.ask(`use ${HERE}`, `USING ${HERE}\r\n`);
+    await m.ask('peek-ready', 'FOUND 2 1\r\nB\r\n');
+  });
+
+  it('a put answered early, then another client\'s put: the worker gets the first', async () => {
+    const s = await start();
+    const w = await waitingOver(s, AWAY, THIRD);
+    const p = await open(s.port);
+    const q = await open(s.port);
+    await q.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
+    await p.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
+    s.router.pool.holdRequests(1, true);
+    await p.ask('put 0 0 60 1\r\nA', 'INSERTED 1\r\n'); // told before its shard has it
+    await q.ask('put 0 0 60 1\r\nB', 'INSERTED 2\r\n');
+    await w.expectNothing(150);
+    s.router.pool.holdRequests(1, false);
+    await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
+  });
+
+  it('a release and a kick on other shards come after it too', async () => {
+    const s = await start();
+    const c = await open(s.port);
+    await c.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
+    await c.ask('put 5 0 60 1\r\nA', 'INSERTED 1\r\n');
+    await c.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
+    await c.ask('put 5 0 60 1\r\nB', 'INSERTED 2\r\n');
+    await c.ask('peek-ready', 'FOUND 2 1\r\nB\r\n');
+    await c.ask('reserve-job 2', 'RESERVED 2 1\r\nB\r\n');
+    await c.ask('bury 2 5', 'BURIED\r\n');
+    await c.ask('reserve-job 1', 'RESERVED 1 1\r\nA\r\n');
+    const w = await waitingOver(s, AWAY, THIRD);
+    s.router.pool.holdRequests(1, true);
+    await c.send('release 1 5 0\r\nkick 1\r\n');
+    await c.expect('RELEASED\r\n'); // answered early; the kick's shard waits for the release's
+    await w.expectNothing(150);
+    s.router.pool.holdRequests(1, false);
+    await c.expect('KICKED 1\r\n', 3000);
+    await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
+  });
+
+  it('a closing worker\'s jobs on two shards go back in the order it reserved them', async () => {
+    const s = await start();
+    const c = await open(s.port);
+    await c.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
+    await c.ask('put 1 0 60 2\r\nj1', 'INSERTED 1\r\n');
+    await c.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
+    await c.ask('put 2 0 60 2\r\nj2', 'INSERTED 2\r\n');
+    await c.ask(`watch ${AWAY}`, 'WATCHING 2\r\n');
+    await c.ask(`watch ${THIRD}`, 'WATCHING 3\r\n');
+    await c.ask('reserve', 'RESERVED 1 2\r\nj1\r\n');
+    await c.ask('reserve', 'RESERVED 2 2\r\nj2\r\n');
+    const w = await waitingOver(s, AWAY, THIRD);
+    s.router.pool.holdRequests(1, true);
+    c.destroy();
+    await w.expectNothing(150);
+    s.router.pool.holdRequests(1, false);
+    await w.expect('RESERVED 1 2\r\nj1\r\n', 3000);
+    const m = await open(s.port);
+    await m.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
+    await m.ask('peek-ready', 'FOUND 2 2\r\nj2\r\n');
+  });
+
+  // Nothing held: the race as it comes, many times over, both orders of the two tubes.
+  it.each([
+    ['two shard threads', AWAY, THIRD],
+    ['a shard thread and the shard here', AWAY, HERE],
+  ])('two puts in one read, round after round (%s): the waiting worker always gets the first', async (_name, a, b) => {
+    const s = await start();
+    const w = await waitingOver(s, a, b);
+    const p = await open(s.port);
+    const m = await open(s.port);
+    const ROUNDS = 150;
+    for (let round = 0; round < ROUNDS; round++) {
+      const [first, second] = round % 2 === 0 ? [a, b] : [b, a];
+      const id = 2 * round + 1;
+      await p.send(`use ${first}\r\nput 0 0 60 1\r\nF\r\nuse ${second}\r\nput 0 0 60 1\r\nS\r\n`);
+      await p.expect(`USING ${first}\r\nINSERTED ${id}\r\nUSING ${second}\r\nINSERTED ${id + 1}\r\n`);
+      await w.expect(`RESERVED ${id} 1\r\nF\r\n`, 3000);
+      await w.ask(`delete ${id}`, 'DELETED\r\n');
+      await m.ask(`delete ${id + 1}`, 'DELETED\r\n');
+      await w.send('reserve\r\n');
+      for (const t of [a, b]) {
+        await waitUntil(`parked in ${t}'s shard`, async () => stat(await m.request(`stats-tube ${t}`), 'current-waiting') === 1);
+      }
+    }
+  });
+
+  it('a shard where no worker waits over several shards does not wait', async () => {
+    const s = await start();
+    // Someone waits over two other shards (the one here and tb's), so the steps are ordered...
+    await waitingOver(s, HERE, 'tb');
+    expect(shardOf('tb', SHARDS)).toBe(3);
+    // ...but THIRD's shard has only a worker waiting on THIRD alone.
+    const w = await open(s.port);
+    await w.ask(`watch ${THIRD}`, 'WATCHING 2\r\n');
+    await w.send('reserve\r\n');
+    const m = await open(s.port);
+    await waitUntil('parked', async () => stat(await m.request(`stats-tube ${THIRD}`), 'current-waiting') === 1);
+    const p = await open(s.port);
+    s.router.pool.holdRequests(1, true);
+    await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${THIRD}\r\nput 0 0 60 1\r\nB\r\n`);
+    // It does not wait for AWAY's put, held: nothing there could change what its put does.
+    await w.expect('RESERVED 2 1\r\nB\r\n', 3000);
+    s.router.pool.holdRequests(1, false);
+  });
+
+  it('with nobody waiting over several shards, no step is ordered at all', async () => {
+    const s = await start();
+    const p = await open(s.port);
+    await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${THIRD}\r\nput 0 0 60 1\r\nB\r\n`);
+    await p.expect(`USING ${AWAY}\r\nINSERTED 1\r\nUSING ${THIRD}\r\nINSERTED 2\r\n`);
+    expect(s.router.pool.afterRecords).toBe(0);
+    // With someone waiting over two shards, the same two puts go in order (the first one held
+    // before its shard, so it is not applied yet when the second is sent).
+    await waitingOver(s, HERE, 'tb');
+    s.router.pool.holdRequests(1, true);
+    await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${THIRD}\r\nput 0 0 60 1\r\nB\r\n`);
+    await p.expect(`USING ${AWAY}\r\nINSERTED 3\r\nUSING ${THIRD}\r\nINSERTED 4\r\n`);
+    expect(s.router.pool.afterRecords).toBe(1);
+    s.router.pool.holdRequests(1, false);
+  });
+});
