@@ -47,6 +47,10 @@ const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
   --servers LIST   beanstalkd,shardstalk (default both; beanstalkd only if installed)
   --variant N=ARGS also run shardstalk with these extra arguments, named shardstalk-N (repeatable),
                    e.g. --variant 'threads=--all-shards-on-threads'
+  --pin S/G        run every server on CPUs S and the generators on CPUs G (taskset lists, e.g.
+                     "1/0" on 2 cores): neither takes the other's core, so a server that polls
+                     (shardstalk's --busy-poll-us) or a scheduler that puts both on one core
+                     does not decide the tail latency; default: no pinning
   --quick          1 round, 2 s + 0.5 s warm-up per point
   --out DIR        where the binary and the JSON go (default bench/out)
   -h, --help
@@ -119,6 +123,8 @@ interface Options {
   extra: string[];
   /** Further shardstalk servers: the same with extra arguments. */
   variants: { name: string; args: string[] }[];
+  /** --pin: taskset CPU lists for the servers and the generators (null: not pinned). */
+  pin: { server: string; generator: string } | null;
 }
 
 /** What tools/bench-c-cycle.c prints (the fields used here). */
@@ -194,6 +200,7 @@ function parseOptions(argv: string[]): Options | null {
       servers: { type: 'string' },
       variant: { type: 'string', multiple: true },
       quick: { type: 'boolean' },
+      pin: { type: 'string' },
       out: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -206,6 +213,12 @@ function parseOptions(argv: string[]): Options | null {
     if (!Number.isFinite(x) || x <= 0) throw new Error(`--${what}: not a positive number: ${s}`);
     return x;
   };
+  let pin: Options['pin'] = null;
+  if (v.pin !== undefined) {
+    const m = /^([0-9,-]+)\/([0-9,-]+)$/.exec(v.pin);
+    if (m === null) throw new Error(`--pin wants SERVER_CPUS/GENERATOR_CPUS (taskset lists), e.g. 1/0; got "${v.pin}"`);
+    pin = { server: m[1] as string, generator: m[2] as string };
+  }
   const servers = (v.servers ?? 'beanstalkd,shardstalk').split(',').map((s) => s.trim());
   for (const s of servers) if (s !== 'beanstalkd' && s !== 'shardstalk') throw new Error(`--servers: unknown server "${s}"`);
   return {
@@ -219,6 +232,7 @@ function parseOptions(argv: string[]): Options | null {
     quick,
     outDir: path.resolve(v.out ?? path.join(REPO_ROOT, 'bench/out')),
     extra: positionals,
+    pin,
     variants: (v.variant ?? []).map((x) => {
       const eq = x.indexOf('=');
       if (eq <= 0) throw new Error(`--variant wants NAME=ARGS, got "${x}"`);
@@ -262,7 +276,9 @@ function runPoint(bin: string, server: RunningServer, p: Point, o: Options, roun
   const generator = (i: number): Promise<{ code: number | null; gen: GenResult | null }> =>
     new Promise((resolve) => {
       const args = ['-w', String(warmup), p.mode, String(server.port), ...p.args, String(o.seconds), tubeName(p, round, i)];
-      const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = o.pin === null
+        ? spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+        : spawn('taskset', ['-c', o.pin.generator, bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let errBuf = '';
       child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
@@ -344,7 +360,15 @@ function serverSpecs(o: Options): ServerSpec[] {
     const base = shardstalkSpec(o.shards);
     specs.push({ ...base, name: v.name, description: `${base.description}, ${v.args.join(' ')}`, args: (port, wq) => [...base.args(port, wq), ...o.extra, ...v.args] });
   }
-  return specs;
+  const pin = o.pin;
+  if (pin === null) return specs;
+  // taskset execs the server: the pid the CPU figures read is the server's.
+  return specs.map((s) => ({
+    ...s,
+    description: `${s.description}, on CPUs ${pin.server}`,
+    command: 'taskset',
+    args: (port, wq) => ['-c', pin.server, s.command, ...s.args(port, wq)],
+  }));
 }
 
 const pct = (x: number | null | undefined): string => (x === null || x === undefined || Number.isNaN(x) ? '–' : `${(x * 100).toFixed(0)}%`);
@@ -516,6 +540,7 @@ async function main(argv: string[]): Promise<number> {
         seconds: o.seconds,
         warmup: o.warmup,
         rateWarmup: o.rateWarmup,
+        pin: o.pin,
         points: o.points,
         records,
         summaryMarkdown: `${summary}\n\n${notes.join('\n')}\n\n${latencies}\n`,
@@ -524,7 +549,8 @@ async function main(argv: string[]): Promise<number> {
       2,
     )}\n`,
   );
-  const title = `${o.quick ? 'quick: ' : ''}${o.rounds} round${o.rounds === 1 ? '' : 's'} × ${o.seconds} s per point; medians over rounds`;
+  const pinned = o.pin === null ? '' : `; servers on CPUs ${o.pin.server}, generators on CPUs ${o.pin.generator}`;
+  const title = `${o.quick ? 'quick: ' : ''}${o.rounds} round${o.rounds === 1 ? '' : 's'} × ${o.seconds} s per point; medians over rounds${pinned}`;
   process.stdout.write(
     `\n${title}. Latency: put → INSERTED for a cycle, put due → RESERVED at a fixed rate. CPU: share of one core over the window (generator: beanstalkd run / shardstalk run).\n\n${summary}\n\n${notes.join('\n')}\n\n${latencies}\n\nwritten: ${path.relative(REPO_ROOT, file)}\n`,
   );

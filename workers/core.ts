@@ -326,8 +326,13 @@ export class ShardCore {
    * pauses, workq schedules), writes its events, then the batch's log records, so `out` may go.
    * Returns the wall-clock ms at which the clock next has work (Infinity: none).
    */
-  afterBatch(now: number): number {
+  /** Tells the other shards how far this one has applied its requests (a shard thread calls it after each chunk it reads). */
+  progressed(): void {
     if (this.order !== null) this.order.publish(this.index, this.applied);
+  }
+
+  afterBatch(now: number): number {
+    this.progressed();
     const clock = this.engine.tick(now, this.sink);
     // beanstalkd runs process_queue after each delay that ends: those jobs go to the waiting
     // reserves in the order their delays ended, before any reserve's own end is looked at.

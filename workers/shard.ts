@@ -84,6 +84,8 @@ function loop(): void {
         core.handle(reader.buf, at, now);
         requests++;
       }
+      // While the ring keeps coming, a step another shard waits for may be long applied.
+      core.progressed();
     }
     const next = core.afterBatch(Date.now());
     if (out.len > 0) publish();

@@ -23,8 +23,12 @@ export const STATE_NAMES: Record<number, StateName> = { 1: 'ready', 2: 'reserved
 /** The states a clear may delete, as OP_CLEAR_TUBE's bits (reserved jobs are never cleared). */
 export const CLEAR_BITS: Record<string, number> = { ready: 1, delayed: 2, buried: 4 };
 
-/** The answer to one request, read while the reply record is at hand. */
-function ask<T>(router: Router, shard: number, read: (buf: Buffer, at: number) => T, send: (w: ReturnType<Router['pool']['request']>) => void): Promise<T> {
+/**
+ * The answer to one request, read while the reply record is at hand. `ready`: the request may
+ * make a job ready (a kick, a put...): it comes after such steps sent to other shards before it,
+ * for a reserve waiting over several shards (ShardPool.readyStep).
+ */
+function ask<T>(router: Router, shard: number, read: (buf: Buffer, at: number) => T, send: (w: ReturnType<Router['pool']['request']>) => void, ready = false): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const target: ReplyTarget = {
       onShardReply(_shard, _kind, _seq, buf, at) {
@@ -35,6 +39,7 @@ function ask<T>(router: Router, shard: number, read: (buf: Buffer, at: number) =
         }
       },
     };
+    if (ready) router.pool.readyStep(shard);
     send(router.pool.request(shard, 0, target, 0));
   });
 }
@@ -119,12 +124,12 @@ export async function clearTube(router: Router, name: string, mask: number): Pro
 export function kickTube(router: Router, t: Tube, count: number): Promise<{ kicked: number; unlogged: boolean }> {
   return ask(router, t.shard, (buf, at) => {
     return { kicked: okResult(buf, at), unlogged: replyUnlogged(buf, at) };
-  }, (w) => w.header(OP_KICK, 0, 0, t.id, count, 0, 0));
+  }, (w) => w.header(OP_KICK, 0, 0, t.id, count, 0, 0), true);
 }
 
 /** pause-tube `t` for `seconds`, counted from now (as the session sends it). */
 export function pauseTube(router: Router, t: Tube, seconds: number): Promise<void> {
-  return ask(router, t.shard, () => undefined, (w) => w.header(OP_PAUSE_TUBE, 0, 0, t.id, seconds, 0, Date.now()));
+  return ask(router, t.shard, () => undefined, (w) => w.header(OP_PAUSE_TUBE, 0, 0, t.id, seconds, 0, Date.now()), true);
 }
 
 export type JobAnswer = 'done' | 'not_found' | 'unlogged';
@@ -147,7 +152,7 @@ export function kickJob(router: Router, id: number): Promise<JobAnswer> {
   return ask(router, shard, (buf, at): JobAnswer => {
     if (replyKind(buf, at) !== R_OK) return 'not_found';
     return replyUnlogged(buf, at) ? 'unlogged' : 'done';
-  }, (w) => w.header(OP_KICK_JOB, 0, 0, 0, 0, 0, id));
+  }, (w) => w.header(OP_KICK_JOB, 0, 0, 0, 0, 0, id), true);
 }
 
 
@@ -218,7 +223,8 @@ function giveBack(router: Router, conn: number, shard: number, id: number, taken
   if (taken.from === 4) {
     return ask(router, shard, (buf, at) => replyKind(buf, at) === R_OK, (w) => w.header(OP_BURY, 0, conn, 0, pri, 0, id));
   }
-  return ask(router, shard, (buf, at) => replyKind(buf, at) === R_OK, (w) => w.header(OP_RELEASE, 0, conn, 0, pri, taken.from === 3 ? taken.delaySec : 0, id));
+  const delaySec = taken.from === 3 ? taken.delaySec : 0;
+  return ask(router, shard, (buf, at) => replyKind(buf, at) === R_OK, (w) => w.header(OP_RELEASE, 0, conn, 0, pri, delaySec, id), delaySec === 0);
 }
 
 /** put into `t`, as a session's put: answered by the shard (with -b, once logged). Whether it was logged, and the new id. */
@@ -230,7 +236,7 @@ async function putCopy(router: Router, conn: number, t: Tube, buried: boolean, p
     w.header(buried ? OP_PUT_BURIED : OP_PUT, 4 + body.length, conn, t.id, pri, buried ? 0 : delaySec, id);
     w.u32(ttr);
     w.bytes(body, 0, body.length);
-  });
+  }, !buried && delaySec === 0);
   return { logged: await answered, id };
 }
 

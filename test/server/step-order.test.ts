@@ -11,6 +11,7 @@ import { startServer, type RunningServer } from '../../src/server.ts';
 import { shardOf } from '../../src/route/hash.ts';
 import { connect, type Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
+import { kickTube } from '../../src/ops/admin.ts';
 
 let server: RunningServer | null = null;
 const clients: Client[] = [];
@@ -121,6 +122,24 @@ describe('steps on several shards, in the order they were read', () => {
     await w.expectNothing(150);
     s.router.pool.holdRequests(1, false);
     await c.expect('KICKED 1\r\n', 3000);
+    await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
+  });
+
+  it('a kick from the JSON API comes before a put read after it', async () => {
+    const s = await start();
+    const c = await open(s.port);
+    await c.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
+    await c.ask('put 5 0 60 1\r\nA', 'INSERTED 1\r\n');
+    await c.ask('reserve-job 1', 'RESERVED 1 1\r\nA\r\n');
+    await c.ask('bury 1 5', 'BURIED\r\n');
+    const w = await waitingOver(s, AWAY, THIRD);
+    s.router.pool.holdRequests(1, true);
+    const kicked = kickTube(s.router, s.router.tubes.find(AWAY)!, 1);
+    await c.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
+    await c.ask('put 5 0 60 1\r\nB', 'INSERTED 2\r\n');
+    await w.expectNothing(150);
+    s.router.pool.holdRequests(1, false);
+    expect((await kicked).kicked).toBe(1);
     await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
   });
 
