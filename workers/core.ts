@@ -633,12 +633,14 @@ export class ShardCore {
         return;
       case OP_FAN_WAIT: {
         // A reserve over several shards waits on this shard's tubes, claim slot c, ticket `id`;
-        // unless one of them offers a job now (b = 1 in the reply, c = that tube): then it does
-        // not park here and its thread starts over.
+        // unless one of them offers a job now (c = that tube): then it does not park here, and
+        // this shard ends its wait by winning its claim (b = 1), so no other shard can give it a
+        // job made ready after this one while its thread starts over (it finds this job then);
+        // b = 2: another thread had claimed it first (its answer is on the way).
         const tubes = this.readTubes(buf, at, a);
         for (let i = 0; i < a; i++) {
           if (this.offersJob(tubes[i], now)) {
-            out.header(R_OK, 0, 0, 0, 1, tubes[i], 0);
+            out.header(R_OK, 0, 0, 0, this.waits.claimTicket(c, id) ? 1 : 2, tubes[i], 0);
             return;
           }
         }

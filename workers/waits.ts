@@ -143,8 +143,12 @@ export class ShardWaits {
    * over several, only if this shard wins its claim (then no other thread will).
    */
   claim(w: Waiter): boolean {
-    if (w.slot === 0) return true;
-    const from = (this.claims as Claims).claimAt(w.slot, w.ticket);
+    return w.slot === 0 || this.claimTicket(w.slot, w.ticket);
+  }
+
+  /** Claims the wait of claim slot `slot`, ticket `ticket` (listed here or not): whether this shard won it. */
+  claimTicket(slot: number, ticket: number): boolean {
+    const from = (this.claims as Claims).claimAt(slot, ticket);
     if (from === null) return false;
     // Had nobody else claimed anything since the last purge, this claim (whose waiter the caller
     // unparks here) leaves nothing to purge: no need to look through every waiter again.

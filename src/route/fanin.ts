@@ -350,11 +350,13 @@ export class FanIn<Q extends FanQueue> {
   }
 
   /**
-   * A shard had a ready job for `a` when its park (`ticket`) reached it: unless a shard has
-   * claimed it meanwhile, the wait ends and the attempt starts over, and finds that job.
+   * A shard had a ready job for `a` when its park (`ticket`) reached it, and ended the wait by
+   * winning its claim (so no other shard gives it a job made ready later): the attempt starts
+   * over, and finds that job. (If this thread's timeout lost the claim to it, the wait was left
+   * to this answer: the attempt then ends as its time says.)
    */
   parkRefused(a: FanAttempt<Q>, ticket: number): void {
-    if (!a.waiting || a.ticket !== ticket || !this.stop(a)) return;
+    if (!a.waiting || a.ticket !== ticket) return;
     this.unwait(a);
     if (a.client.closed) {
       this.finish(a);

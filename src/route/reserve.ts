@@ -91,7 +91,8 @@ export class Reserves implements FanShards<Tube> {
   reply(shard: number, kind: number, a: FanAttempt<Tube>, buf: Buffer, at: number, seq: number): void {
     const rk = replyKind(buf, at);
     if (kind === K_RESERVE_PARK) {
-      // A job was ready there when the park arrived: nothing parked there; start over.
+      // A job was ready there when the park arrived: nothing parked there, and that shard ended
+      // the wait by its claim (b = 1): start over. (b = 2: another shard claimed it first.)
       if (okTube(buf, at) === 1) this.fan.parkRefused(a, seq);
       return;
     }

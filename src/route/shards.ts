@@ -496,10 +496,8 @@ export class ShardPool {
    * shard, or in a mesh (several threads send to each shard there).
    */
   readonly order: StepOrder | null;
-  /** Per shard: one past the start of the last step sent to it that may make a job ready. */
-  private readonly lastReady: Int32Array;
-  /** Shards whose last such step may not be applied yet. */
-  private readonly outstanding: number[] = [];
+  /** readyStep's [shard, position] pairs. */
+  private readonly afterPairs: Int32Array;
   /**
    * Whether a reserve this thread parked in several shards may still wait in them (the router
    * says). When none does, a step needs no order: one parked later is parked behind it in every
@@ -516,7 +514,7 @@ export class ShardPool {
     this.backlogMax = opts.backlogBytes ?? BACKLOG_BYTES_DEFAULT;
     const m = opts.mesh;
     this.order = m === undefined && opts.shards > 1 ? StepOrder.create(opts.shards) : null;
-    this.lastReady = new Int32Array(opts.shards);
+    this.afterPairs = new Int32Array(2 * opts.shards);
     if (m === undefined) {
       this.site = 0;
       this.sites = 1;
@@ -598,39 +596,30 @@ export class ShardPool {
 
   /**
    * Before a request to `shard` that may make a job ready (a put, a release, a kick, a closed
-   * connection's jobs): names the steps of that kind sent to other shards and not yet applied
-   * there, which the shard then lets go first if a reserve waiting over several shards could tell
-   * (src/shared/order.ts). Call it just before request().
+   * connection's jobs): names, for every other shard that has not applied all this thread sent
+   * it, how far it must get (all of it: earlier steps, and the parks of reserves waiting over
+   * several shards, whose claims they may win); the shard lets those go first if such a reserve
+   * is parked in it (src/shared/order.ts). Call it just before request().
    */
   readyStep(shard: number): void {
     const order = this.order;
     if (order === null || !this.stepsMatter()) return;
-    const out = this.outstanding;
-    const last = this.lastReady;
-    const link = this.links[shard];
+    const links = this.links;
+    const pairs = this.afterPairs;
     let deps = 0;
-    let k = 0;
-    let listed = false;
-    for (let i = 0; i < out.length; i++) {
-      const z = out[i];
-      if (z === shard) listed = true;
-      else if (order.reached(z, last[z])) continue;
-      else deps++;
-      out[k++] = z;
+    for (let z = 0; z < links.length; z++) {
+      if (z === shard) continue;
+      const pos = links[z].pos();
+      if (order.reached(z, pos)) continue;
+      pairs[2 * deps] = z;
+      pairs[2 * deps + 1] = pos;
+      deps++;
     }
-    out.length = k;
-    if (deps > 0) {
-      this.afterRecords++;
-      const w = link.writer;
-      w.header(OP_AFTER, deps * 8, 0, deps, 0, 0, 0);
-      for (const z of out) {
-        if (z === shard) continue;
-        w.u32(z);
-        w.u32(last[z] >>> 0);
-      }
-    }
-    last[shard] = (link.pos() + 1) | 0;
-    if (!listed) out.push(shard);
+    if (deps === 0) return;
+    this.afterRecords++;
+    const w = links[shard].writer;
+    w.header(OP_AFTER, deps * 8, 0, deps, 0, 0, 0);
+    for (let i = 0; i < 2 * deps; i++) w.u32(pairs[i] >>> 0);
   }
 
   /**

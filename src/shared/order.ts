@@ -10,11 +10,15 @@
 //   stream to each shard by bytes: a request's position is how many bytes it had sent that shard
 //   before it. Each shard publishes, in shared memory, how far it has applied that stream.
 // - A step that may make a job ready (a put, a release, a kick, a closed connection's jobs going
-//   back) is sent behind an OP_AFTER record naming, for every other shard whose earlier such step
-//   is not applied yet, that step's position (ShardPool.readyStep).
+//   back) is sent behind an OP_AFTER record naming, for every other shard that has not applied
+//   all this thread sent it, how far that is (ShardPool.readyStep): earlier steps, and the parks
+//   of reserves waiting over several shards (a park that finds a job ready ends its wait there,
+//   by its claim, and the reserve starts over).
 // - Before the step, the shard looks at OP_AFTER only if a reserve waiting over several shards is
 //   parked in it (nothing else can tell two shards' steps apart). Then it waits until each named
-//   shard has applied those steps: a claim they make goes first, as in beanstalkd.
+//   shard has got that far: a claim made there goes first, as in beanstalkd.
+// - Only while this thread has such a reserve waiting: one that parks later is behind the step in
+//   every ring.
 //
 // Why no thread waits for ever: a step waits only for steps sent before it by the same thread, and
 // a shard publishes how far it got before it waits itself, so the earliest step not yet applied

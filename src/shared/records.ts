@@ -71,8 +71,9 @@ export const OP_TAKE_ID = 51; //      conn: uses up a job id now (a put that fai
 export const OP_FAN_WAIT = 52; //     conn, a=tube count, c=claim slot, id=ticket (src/shared/claims.ts); payload u32[count]
 //                                     tube ids: a reserve over several shards waits on these tubes too, in their waiting sets;
 //                                     a job that becomes ready there goes to it if this shard wins its claim (E_RESERVED).
-//                                     R_OK: b = 1 and c = a tube with a ready job now (not parked: the caller starts over),
-//                                     else b = 0 (parked)
+//                                     R_OK: b = 0 parked; else c = a tube with a ready job now, not parked, and b = 1: this
+//                                     shard won the claim (the wait has ended: the caller starts over), b = 2: another
+//                                     thread had claimed it first
 export const OP_BATCH = 53; //         id = the batch's number (a mesh's clock): the requests after it, up to the next
 //                                     OP_BATCH, were handed over at once; a shard applies the batches of all its rings in
 //                                     the order of their numbers (see src/route/shards.ts). Never reaches a ShardCore

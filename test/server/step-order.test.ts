@@ -125,6 +125,39 @@ describe('steps on several shards, in the order they were read', () => {
     await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
   });
 
+  it('a job made ready while a reserve over two shards is about to park: no other shard serves it behind that job\'s back', async () => {
+    const s = await start();
+    const w = await open(s.port);
+    await w.ask(`watch ${AWAY}`, 'WATCHING 2\r\n');
+    await w.ask(`watch ${THIRD}`, 'WATCHING 3\r\n');
+    await w.ask('ignore default', 'WATCHING 2\r\n');
+    const p = await open(s.port);
+    await p.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
+    // The reserve asks both shards for their best job; AWAY's shard gets the question late, with a
+    // put right behind it, so it answers "none" and then has job A ready.
+    s.router.pool.holdRequests(1, true);
+    await w.send('reserve\r\n');
+    await p.ask('put 1 0 60 1\r\nA', 'INSERTED 1\r\n');
+    const pool = s.router.pool;
+    pool.holdRequests(1, false);
+    pool.holdRequests(1, true); // ...and the reserve's parks, sent once both said "none", wait here for AWAY's
+    await waitUntil('parked in the other shard', async () => {
+      const m = await open(s.port);
+      const st = await m.request(`stats-tube ${THIRD}`);
+      m.destroy();
+      return stat(st, 'current-waiting') === 1;
+    });
+    // A less urgent job for the other shard: it must not go to the reserve while A waits for it.
+    await p.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
+    await p.ask('put 5 0 60 1\r\nB', 'INSERTED 2\r\n');
+    await w.expectNothing(150);
+    pool.holdRequests(1, false);
+    await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
+    const m = await open(s.port);
+    await m.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
+    await m.ask('peek-ready', 'FOUND 2 1\r\nB\r\n');
+  });
+
   it('a kick from the JSON API comes before a put read after it', async () => {
     const s = await start();
     const c = await open(s.port);
