@@ -83,6 +83,9 @@ export function secondsLeft(ms: number): number {
   return Math.trunc((ms - 0.001) / 1000) + 0; // + 0 turns -0 into 0
 }
 
+/** An empty id list, shared (lastTicked when no delay ended: no view per tick). */
+const NO_IDS = new Float64Array(0);
+
 export class Engine {
   /** Pri and tube of the job chosen by the last successful peekBest. */
   lastPri = 0;
@@ -93,7 +96,7 @@ export class Engine {
   lastKicked: Float64Array = new Float64Array(0);
   private kickedBuf: Float64Array = new Float64Array(16);
   /** Ids the last tick() moved from DELAYED to READY, in the order their delays ended (view, valid until the next tick). */
-  lastTicked: Float64Array = new Float64Array(0);
+  lastTicked: Float64Array = NO_IDS;
   private tickedBuf: Float64Array = new Float64Array(0);
   /** Ids the last releaseConn() moved to READY, oldest reservation first (view, valid until the next call). */
   lastReleased: Float64Array = new Float64Array(0);
@@ -827,7 +830,8 @@ export class Engine {
 
     if (timedOut) for (let i = 0; i < timedOut.length; i += 3) sink.timedOut(timedOut[i], timedOut[i + 1], timedOut[i + 2]);
     if (readyTubes) for (const tube of readyTubes) sink.ready(tube);
-    this.lastTicked = this.tickedBuf.subarray(0, nTicked);
+    // (Nearly every tick ends nothing: no view made for it, which was an allocation per batch.)
+    this.lastTicked = nTicked === 0 ? NO_IDS : this.tickedBuf.subarray(0, nTicked);
     return this.nextDeadline();
   }
 
