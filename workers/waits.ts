@@ -151,7 +151,8 @@ export class ShardWaits {
     const from = (this.claims as Claims).claimAt(slot, ticket);
     if (from === null) return false;
     // Had nobody else claimed anything since the last purge, this claim (whose waiter the caller
-    // unparks here) leaves nothing to purge: no need to look through every waiter again.
+    // unparks here, or which never parked here) leaves nothing to purge: no need to look through
+    // every waiter again.
     if (from === this.seenEpoch) this.seenEpoch = (from + 1) | 0;
     return true;
   }

@@ -5,42 +5,25 @@
 // (holdReplies) while it claims the wait and the timeout passes, so the shard comes first.
 // Either way the client hears one answer, and the job is where that answer says.
 
-import { afterEach, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/server.ts';
+import { describe, expect, it } from 'vitest';
+import type { RunningServer } from '../../src/server.ts';
 import type { Session } from '../../src/proto/beanstalk/session.ts';
 import { shardOf } from '../../src/route/hash.ts';
-import { connect, type Client } from '../support/client.ts';
+import type { Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
+import { perTestServer, statNumber as stat } from '../support/per-test.ts';
 
-let server: RunningServer | null = null;
-const clients: Client[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  await server?.close();
-  server = null;
-});
+const t = perTestServer();
 
 const SHARDS = 4;
 const HERE = 'left'; // shard 0: runs on the connections' thread
 const AWAY = 'right'; // shard 1: a thread of its own, whose requests the test holds
 
-async function open(port: number): Promise<Client> {
-  const c = await connect(port);
-  clients.push(c);
-  return c;
-}
-
-function stat(text: string, key: string): number {
-  const m = new RegExp(`\\n${key}: (\\d+)`).exec(text);
-  if (m === null) throw new Error(`no ${key} in ${text}`);
-  return Number(m[1]);
-}
-
 /** A worker waiting over `left` and `right` (two shards), reserve-with-timeout 1; and its session. */
 async function waitingOverTwo(s: RunningServer): Promise<{ w: Client; m: Client; session: Session }> {
   expect([shardOf(HERE, SHARDS), shardOf(AWAY, SHARDS)]).toEqual([0, 1]);
-  const w = await open(s.port);
-  const m = await open(s.port);
+  const w = await t.open();
+  const m = await t.open();
   await w.ask(`watch ${HERE}`, 'WATCHING 2\r\n');
   await w.ask(`watch ${AWAY}`, 'WATCHING 3\r\n');
   await w.ask('ignore default', 'WATCHING 2\r\n');
@@ -55,9 +38,9 @@ async function waitingOverTwo(s: RunningServer): Promise<{ w: Client; m: Client;
 
 describe('a reserve waiting over two shards: its timeout and a shard race for it', () => {
   it('the timeout first: TIMED_OUT, and the job its shard then has stays ready', async () => {
-    const s = (server = await startServer({ port: 0, shards: SHARDS, logLevel: 'silent', workq: null }));
+    const s = await t.start({ port: 0, shards: SHARDS, logLevel: 'silent', workq: null });
     const { w, m } = await waitingOverTwo(s);
-    const p = await open(s.port);
+    const p = await t.open();
     s.router.pool.holdRequests(1, true);
     await p.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
     await p.ask('put 0 0 60 3\r\njob', 'INSERTED 1\r\n'); // answered early; held before its shard
@@ -72,11 +55,11 @@ describe('a reserve waiting over two shards: its timeout and a shard race for it
   });
 
   it('the shard first, then the timeout: RESERVED, and nothing else', async () => {
-    const s = (server = await startServer({ port: 0, shards: SHARDS, logLevel: 'silent', workq: null }));
+    const s = await t.start({ port: 0, shards: SHARDS, logLevel: 'silent', workq: null });
     const { w, m, session } = await waitingOverTwo(s);
     const a = session.reserveAttempt!;
     const claims = s.router.claims!;
-    const p = await open(s.port);
+    const p = await t.open();
     s.router.pool.holdRequests(1, true);
     s.router.pool.holdReplies(1, true);
     await p.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);

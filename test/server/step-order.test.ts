@@ -6,47 +6,30 @@
 // requests are held (ShardPool.holdRequests) or, for the shard on the connections' thread, it
 // applies its requests before the other shards' are even in their rings.
 
-import { afterEach, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/server.ts';
+import { describe, expect, it } from 'vitest';
+import type { RunningServer } from '../../src/server.ts';
 import { shardOf } from '../../src/route/hash.ts';
-import { connect, type Client } from '../support/client.ts';
+import type { Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
+import { perTestServer, statNumber as stat } from '../support/per-test.ts';
 import { kickTube } from '../../src/ops/admin.ts';
 
-let server: RunningServer | null = null;
-const clients: Client[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  await server?.close();
-  server = null;
-});
+const t = perTestServer();
 
 const SHARDS = 4;
 const HERE = 'left'; // shard 0: runs on the connections' thread
 const AWAY = 'right'; // shard 1: a thread of its own
 const THIRD = 'ta'; // shard 2: a thread of its own
 
-async function open(port: number): Promise<Client> {
-  const c = await connect(port);
-  clients.push(c);
-  return c;
-}
-
-function stat(text: string, key: string): number {
-  const m = new RegExp(`\\n${key}: (\\d+)`).exec(text);
-  if (m === null) throw new Error(`no ${key} in ${text}`);
-  return Number(m[1]);
-}
-
 async function start(): Promise<RunningServer> {
   expect([shardOf(HERE, SHARDS), shardOf(AWAY, SHARDS), shardOf(THIRD, SHARDS)]).toEqual([0, 1, 2]);
-  return (server = await startServer({ port: 0, shards: SHARDS, logLevel: 'silent', workq: null }));
+  return t.start({ port: 0, shards: SHARDS, logLevel: 'silent', workq: null });
 }
 
 /** A worker waiting over tubes `a` and `b` (on two shards), parked in both. */
 async function waitingOver(s: RunningServer, a: string, b: string): Promise<Client> {
-  const w = await open(s.port);
-  const m = await open(s.port);
+  const w = await t.open();
+  const m = await t.open();
   await w.ask(`watch ${a}`, 'WATCHING 2\r\n');
   await w.ask(`watch ${b}`, 'WATCHING 3\r\n');
   await w.ask('ignore default', 'WATCHING 2\r\n');
@@ -61,7 +44,7 @@ describe('steps on several shards, in the order they were read', () => {
   it('two puts in one read, the first one held before its shard: the waiting worker gets the first', async () => {
     const s = await start();
     const w = await waitingOver(s, AWAY, THIRD);
-    const p = await open(s.port);
+    const p = await t.open();
     s.router.pool.holdRequests(1, true);
     await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${THIRD}\r\nput 0 0 60 1\r\nB\r\n`);
     await p.expect(`USING ${AWAY}\r\nINSERTED 1\r\nUSING ${THIRD}\r\nINSERTED 2\r\n`);
@@ -69,7 +52,7 @@ describe('steps on several shards, in the order they were read', () => {
     await w.expectNothing(150);
     s.router.pool.holdRequests(1, false);
     await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
-    const m = await open(s.port);
+    const m = await t.open();
     await m.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
     await m.ask('peek-ready', 'FOUND 2 1\r\nB\r\n');
     expect(stat(await m.request(`stats-tube ${THIRD}`), 'current-waiting')).toBe(0);
@@ -78,13 +61,13 @@ describe('steps on several shards, in the order they were read', () => {
   it('a put, then a put for the shard on the connections\' thread: the worker gets the first', async () => {
     const s = await start();
     const w = await waitingOver(s, AWAY, HERE);
-    const p = await open(s.port);
+    const p = await t.open();
     // The shard here applies its put as soon as the turn's requests are handed over, before
     // the other shard has read the first put from its ring.
     await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${HERE}\r\nput 0 0 60 1\r\nB\r\n`);
     await p.expect(`USING ${AWAY}\r\nINSERTED 1\r\nUSING ${HERE}\r\nINSERTED 2\r\n`);
     await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
-    const m = await open(s.port);
+    const m = await t.open();
     await m.ask(`use ${HERE}`, `USING ${HERE}\r\n`);
     await m.ask('peek-ready', 'FOUND 2 1\r\nB\r\n');
   });
@@ -92,8 +75,8 @@ describe('steps on several shards, in the order they were read', () => {
   it('a put answered early, then another client\'s put: the worker gets the first', async () => {
     const s = await start();
     const w = await waitingOver(s, AWAY, THIRD);
-    const p = await open(s.port);
-    const q = await open(s.port);
+    const p = await t.open();
+    const q = await t.open();
     await q.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
     await p.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
     s.router.pool.holdRequests(1, true);
@@ -106,7 +89,7 @@ describe('steps on several shards, in the order they were read', () => {
 
   it('a release and a kick on other shards come after it too', async () => {
     const s = await start();
-    const c = await open(s.port);
+    const c = await t.open();
     await c.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
     await c.ask('put 5 0 60 1\r\nA', 'INSERTED 1\r\n');
     await c.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
@@ -127,11 +110,11 @@ describe('steps on several shards, in the order they were read', () => {
 
   it('a job made ready while a reserve over two shards is about to park: no other shard serves it behind that job\'s back', async () => {
     const s = await start();
-    const w = await open(s.port);
+    const w = await t.open();
     await w.ask(`watch ${AWAY}`, 'WATCHING 2\r\n');
     await w.ask(`watch ${THIRD}`, 'WATCHING 3\r\n');
     await w.ask('ignore default', 'WATCHING 2\r\n');
-    const p = await open(s.port);
+    const p = await t.open();
     await p.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
     // The reserve asks both shards for their best job; AWAY's shard gets the question late, with a
     // put right behind it, so it answers "none" and then has job A ready.
@@ -142,7 +125,7 @@ describe('steps on several shards, in the order they were read', () => {
     pool.holdRequests(1, false);
     pool.holdRequests(1, true); // ...and the reserve's parks, sent once both said "none", wait here for AWAY's
     await waitUntil('parked in the other shard', async () => {
-      const m = await open(s.port);
+      const m = await t.open();
       const st = await m.request(`stats-tube ${THIRD}`);
       m.destroy();
       return stat(st, 'current-waiting') === 1;
@@ -153,14 +136,14 @@ describe('steps on several shards, in the order they were read', () => {
     await w.expectNothing(150);
     pool.holdRequests(1, false);
     await w.expect('RESERVED 1 1\r\nA\r\n', 3000);
-    const m = await open(s.port);
+    const m = await t.open();
     await m.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
     await m.ask('peek-ready', 'FOUND 2 1\r\nB\r\n');
   });
 
   it('a kick from the JSON API comes before a put read after it', async () => {
     const s = await start();
-    const c = await open(s.port);
+    const c = await t.open();
     await c.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
     await c.ask('put 5 0 60 1\r\nA', 'INSERTED 1\r\n');
     await c.ask('reserve-job 1', 'RESERVED 1 1\r\nA\r\n');
@@ -178,7 +161,7 @@ describe('steps on several shards, in the order they were read', () => {
 
   it('a closing worker\'s jobs on two shards go back in the order it reserved them', async () => {
     const s = await start();
-    const c = await open(s.port);
+    const c = await t.open();
     await c.ask(`use ${AWAY}`, `USING ${AWAY}\r\n`);
     await c.ask('put 1 0 60 2\r\nj1', 'INSERTED 1\r\n');
     await c.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
@@ -193,7 +176,7 @@ describe('steps on several shards, in the order they were read', () => {
     await w.expectNothing(150);
     s.router.pool.holdRequests(1, false);
     await w.expect('RESERVED 1 2\r\nj1\r\n', 3000);
-    const m = await open(s.port);
+    const m = await t.open();
     await m.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
     await m.ask('peek-ready', 'FOUND 2 2\r\nj2\r\n');
   });
@@ -205,8 +188,8 @@ describe('steps on several shards, in the order they were read', () => {
   ])('two puts in one read, round after round (%s): the waiting worker always gets the first', async (_name, a, b) => {
     const s = await start();
     const w = await waitingOver(s, a, b);
-    const p = await open(s.port);
-    const m = await open(s.port);
+    const p = await t.open();
+    const m = await t.open();
     const ROUNDS = 150;
     for (let round = 0; round < ROUNDS; round++) {
       const [first, second] = round % 2 === 0 ? [a, b] : [b, a];
@@ -229,12 +212,12 @@ describe('steps on several shards, in the order they were read', () => {
     await waitingOver(s, HERE, 'tb');
     expect(shardOf('tb', SHARDS)).toBe(3);
     // ...but THIRD's shard has only a worker waiting on THIRD alone.
-    const w = await open(s.port);
+    const w = await t.open();
     await w.ask(`watch ${THIRD}`, 'WATCHING 2\r\n');
     await w.send('reserve\r\n');
-    const m = await open(s.port);
+    const m = await t.open();
     await waitUntil('parked', async () => stat(await m.request(`stats-tube ${THIRD}`), 'current-waiting') === 1);
-    const p = await open(s.port);
+    const p = await t.open();
     s.router.pool.holdRequests(1, true);
     await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${THIRD}\r\nput 0 0 60 1\r\nB\r\n`);
     // It does not wait for AWAY's put, held: nothing there could change what its put does.
@@ -244,7 +227,7 @@ describe('steps on several shards, in the order they were read', () => {
 
   it('with nobody waiting over several shards, no step is ordered at all', async () => {
     const s = await start();
-    const p = await open(s.port);
+    const p = await t.open();
     await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${THIRD}\r\nput 0 0 60 1\r\nB\r\n`);
     await p.expect(`USING ${AWAY}\r\nINSERTED 1\r\nUSING ${THIRD}\r\nINSERTED 2\r\n`);
     expect(s.router.pool.afterRecords).toBe(0);
