@@ -138,8 +138,6 @@ export class ShardCore {
    */
   whileWaiting: () => boolean = () => true;
   waitSliceMs = 1;
-  /** Steps that waited for other shards (tests). */
-  stepWaits = 0;
   /** OP_CLEAR_TUBE's deleted ids (grows to CLEAR_JOBS_MAX at most). */
   private clearIds: Float64Array = new Float64Array(0);
   private tubeScratch = new Int32Array(64);
@@ -321,16 +319,16 @@ export class ShardCore {
     this.logged.clear();
   }
 
-  /**
-   * Ends a batch of requests (or a wake-up of the clock with none): runs the clock (delays, TTRs,
-   * pauses, workq schedules), writes its events, then the batch's log records, so `out` may go.
-   * Returns the wall-clock ms at which the clock next has work (Infinity: none).
-   */
   /** Tells the other shards how far this one has applied its requests (a shard thread calls it after each chunk it reads). */
   progressed(): void {
     if (this.order !== null) this.order.publish(this.index, this.applied);
   }
 
+  /**
+   * Ends a batch of requests (or a wake-up of the clock with none): runs the clock (delays, TTRs,
+   * pauses, workq schedules), writes its events, then the batch's log records, so `out` may go.
+   * Returns the wall-clock ms at which the clock next has work (Infinity: none).
+   */
   afterBatch(now: number): number {
     this.progressed();
     const clock = this.engine.tick(now, this.sink);
@@ -423,7 +421,6 @@ export class ShardCore {
     const order = this.order as StepOrder;
     order.publish(this.index, this.applied); // before waiting: whoever waits on this shard goes on
     for (let i = 0; i < n; i++) order.waitFor(this.after[i * 2], this.after[i * 2 + 1], this.whileWaiting, this.waitSliceMs);
-    this.stepWaits++;
   }
 
   // ---- reserves waiting here (./waits.ts) ----

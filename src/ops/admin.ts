@@ -12,7 +12,7 @@ import type { Tube } from '../route/tubes.ts';
 import {
   CLEAR_JOBS_MAX, idsAt, idsTube, jobBodyAt, jobDelayLeft, jobFromState, jobTube, LIST_ID, LIST_JOBS_MAX, LIST_KEY, LIST_PRI,
   listCount, listMore, OP_BURY, OP_CLEAR_TUBE, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_LIST_JOBS, OP_PAUSE_TUBE, OP_PUT, OP_PUT_BURIED,
-  OP_RELEASE, OP_RESERVE_JOB, OP_STATS_JOB, OP_STATS_TUBE, okResult, okTube, payloadF64, R_IDS, R_JOB, R_JOB_LIST,
+  OP_RELEASE, OP_RESERVE_JOB, mayMakeReady, OP_STATS_JOB, OP_STATS_TUBE, okResult, okTube, payloadF64, R_IDS, R_JOB, R_JOB_LIST,
   R_NUMS, R_OK, readJobList, recordEnd, replyId, replyKind, replyUnlogged, type ListedJob,
 } from '../shared/records.ts';
 
@@ -224,7 +224,7 @@ function giveBack(router: Router, conn: number, shard: number, id: number, taken
     return ask(router, shard, (buf, at) => replyKind(buf, at) === R_OK, (w) => w.header(OP_BURY, 0, conn, 0, pri, 0, id));
   }
   const delaySec = taken.from === 3 ? taken.delaySec : 0;
-  return ask(router, shard, (buf, at) => replyKind(buf, at) === R_OK, (w) => w.header(OP_RELEASE, 0, conn, 0, pri, delaySec, id), delaySec === 0);
+  return ask(router, shard, (buf, at) => replyKind(buf, at) === R_OK, (w) => w.header(OP_RELEASE, 0, conn, 0, pri, delaySec, id), mayMakeReady(OP_RELEASE, delaySec));
 }
 
 /** put into `t`, as a session's put: answered by the shard (with -b, once logged). Whether it was logged, and the new id. */
@@ -232,11 +232,13 @@ async function putCopy(router: Router, conn: number, t: Tube, buried: boolean, p
   const id = router.ids.next();
   router.tubes.retain(t, 'jobs'); // the move holds a pin on t
   router.jobMap.set(id, t.shard);
+  const op = buried ? OP_PUT_BURIED : OP_PUT;
+  const delay = buried ? 0 : delaySec;
   const answered = ask(router, t.shard, (buf, at) => !replyUnlogged(buf, at), (w) => {
-    w.header(buried ? OP_PUT_BURIED : OP_PUT, 4 + body.length, conn, t.id, pri, buried ? 0 : delaySec, id);
+    w.header(op, 4 + body.length, conn, t.id, pri, delay, id);
     w.u32(ttr);
     w.bytes(body, 0, body.length);
-  }, !buried && delaySec === 0);
+  }, mayMakeReady(op, delay));
   return { logged: await answered, id };
 }
 

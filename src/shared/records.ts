@@ -83,6 +83,16 @@ export const OP_AFTER = 54; //         a=count; payload u32 pairs [shard, positi
 //                                     reply
 export const OP_CANCEL_WAIT = 50; //   conn: conn can no longer wait (its peer shut its sending side): a reserve parked now
 //                                     or later ends at once (E_WAIT_END END_TIMED_OUT). R_OK
+/**
+ * Whether a request of `op` (with `delaySec`, for a put or a release) may make a job ready at
+ * once, and so is a step in the order across shards (ShardPool.readyStep): a put or release
+ * without delay, a kick, a kick-job, a pause-tube (it may end a pause).
+ */
+export function mayMakeReady(op: number, delaySec: number): boolean {
+  if (op === OP_PUT || op === OP_RELEASE) return delaySec === 0;
+  return op === OP_KICK || op === OP_KICK_JOB || op === OP_PAUSE_TUBE;
+}
+
 /** Most jobs one OP_LIST_JOBS page holds. */
 export const LIST_JOBS_MAX = 1000;
 /** Body bytes an OP_LIST_JOBS item carries at most (its preview). */

@@ -83,7 +83,7 @@ export function secondsLeft(ms: number): number {
   return Math.trunc((ms - 0.001) / 1000) + 0; // + 0 turns -0 into 0
 }
 
-/** An empty id list, shared (lastTicked when no delay ended: no view per tick). */
+/** An empty id list, shared (lastTicked when no delay ended: no view per tick; lastKicked before a kick finds jobs). */
 const NO_IDS = new Float64Array(0);
 
 export class Engine {
@@ -93,7 +93,7 @@ export class Engine {
   /** Ids the last listJobs chose, in order (view, valid until the next call). */
   lastListed: Float64Array = new Float64Array(0);
   /** Ids the last kick() moved to READY, in order (view, valid until the next kick). */
-  lastKicked: Float64Array = new Float64Array(0);
+  lastKicked: Float64Array = NO_IDS;
   private kickedBuf: Float64Array = new Float64Array(16);
   /** Ids the last tick() moved from DELAYED to READY, in the order their delays ended (view, valid until the next tick). */
   lastTicked: Float64Array = NO_IDS;
@@ -396,7 +396,7 @@ export class Engine {
   kick(tube: number, n: number, _nowMs: number): number {
     const t = this.tubes.get(tube);
     if (this.kickedBuf.length > ORDER_BUF_KEEP) this.kickedBuf = new Float64Array(16);
-    this.lastKicked = this.kickedBuf.subarray(0, 0);
+    this.lastKicked = NO_IDS;
     if (!t) return 0;
     // Buried jobs if the tube has any, else delayed ones (beanstalkd's kick_jobs).
     const fromBuried = t.buried > 0;

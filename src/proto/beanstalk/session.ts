@@ -29,7 +29,7 @@ import {
   DEADLINE_SOON_MS, deferredAt, E_DEFERRED, E_RESERVED, E_WAIT_END, END_DEADLINE_SOON, eventConn, eventTube,
   OP_BURY, OP_CANCEL_WAIT, OP_DELETE, OP_KICK, OP_KICK_JOB, OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BURIED, OP_PEEK_DELAYED,
   OP_PEEK_READY, OP_PUT, OP_RELEASE, OP_RESERVE_JOB, OP_RESERVE_WAIT, OP_STATS_JOB, OP_STATS_TUBE, OP_TAKE_ID, OP_TOTALS,
-  OP_TOUCH, R_DEFERRED, R_DROPPED, R_JOB, R_NUMS, R_OK, R_PARKED, jobBodyAt, jobDeadline, okResult,
+  OP_TOUCH, mayMakeReady, R_DEFERRED, R_DROPPED, R_JOB, R_NUMS, R_OK, R_PARKED, jobBodyAt, jobDeadline, okResult,
   okTube, payloadF64, recordEnd, replyId, replyKind, replyUnlogged, RESERVE_FOREVER, reserveEnd, TOTALS_FIELDS,
 } from '../../shared/records.ts';
 import { NO_REPLY, type ReplyTarget } from '../../route/shards.ts';
@@ -218,7 +218,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     // this or any client does next with the job goes through the same ring after it: answer now.
     // With -b the answer waits for the log; a put its shard numbers waits for its number.
     const early = router.earlyAck && numbered;
-    if (p.delaySec === 0) router.pool.readyStep(tube.shard);
+    if (mayMakeReady(OP_PUT, p.delaySec)) router.pool.readyStep(tube.shard);
     const w = router.pool.request(tube.shard, numbered ? K_PUT : K_PUT_NUMBERED, this, early ? -1 : seq);
     w.header(OP_PUT, 4 + (end - start), this.connId, tube.id, p.pri, p.delaySec, id);
     w.u32(p.ttrSec);
@@ -412,7 +412,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
     const shard = this.router.jobMap.get(id);
     if (shard < 0) return false;
     this.held.remove(id);
-    if (op === OP_RELEASE && c === 0) this.router.pool.readyStep(shard);
+    if (mayMakeReady(op, c)) this.router.pool.readyStep(shard);
     const w = this.router.pool.request(shard, kind, this, -1);
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();
@@ -550,7 +550,7 @@ export class Session extends Connection implements ParserSink, ReserveClient, Jo
       this.answer(REPLY_NOT_FOUND);
       return false;
     }
-    if ((op === OP_RELEASE && c === 0) || op === OP_KICK_JOB) this.router.pool.readyStep(shard);
+    if (mayMakeReady(op, c)) this.router.pool.readyStep(shard);
     const w = this.router.pool.request(shard, kind, this, this.nextSeq());
     w.header(op, 0, this.connId, 0, b, c, id);
     this.sent();
