@@ -131,7 +131,12 @@ interface Options {
 interface Hist {
   n: number;
   p50us?: number;
+  /** p90us … p995us: the fixed-rate latency only (tools/bench-c-cycle.c). */
+  p90us?: number;
+  p95us?: number;
+  p98us?: number;
   p99us?: number;
+  p995us?: number;
   p999us?: number;
   maxUs?: number;
 }
@@ -447,6 +452,40 @@ function latencyTable(o: Options, specs: ServerSpec[], records: RunRecord[]): st
   return lines.join('\n');
 }
 
+/**
+ * The fixed-rate points' put due → RESERVED tail, percentile by percentile (medians over rounds),
+ * and in how many rounds each server's p99 was at or below beanstalkd's in the same round: a
+ * round's p99 swings several-fold on a shared VM, so the paired count says more than one median.
+ */
+function tailTable(o: Options, specs: ServerSpec[], records: RunRecord[]): string {
+  const rate = o.points.filter((p) => p.mode === 'rate');
+  if (rate.length === 0) return '';
+  const hasRef = specs.some((s) => s.name === 'beanstalkd');
+  const cols: [string, keyof Hist][] = [['p50', 'p50us'], ['p90', 'p90us'], ['p95', 'p95us'], ['p98', 'p98us'], ['p99', 'p99us'], ['p99.5', 'p995us'], ['p99.9', 'p999us']];
+  const head = ['point', 'server', ...cols.map(([c]) => c), ...(hasRef ? ["rounds with p99 ≤ beanstalkd's"] : [])];
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  for (const p of rate) {
+    for (const s of specs) {
+      const n = s.name;
+      const cells = [p.label, n, ...cols.map(([, f]) => us(med(records, n, p.id, (r) => r.gen?.latency?.[f])))];
+      if (hasRef) {
+        let below = 0;
+        let paired = 0;
+        for (let round = 0; round < o.rounds; round++) {
+          const b = records.find((r) => r.round === round && r.point === p.id && r.server === 'beanstalkd')?.gen?.latency?.p99us;
+          const x = records.find((r) => r.round === round && r.point === p.id && r.server === n && r.ok)?.gen?.latency?.p99us;
+          if (b === undefined || x === undefined) continue;
+          paired++;
+          if (x <= b) below++;
+        }
+        cells.push(n === 'beanstalkd' || paired === 0 ? '–' : `${below} of ${paired}`);
+      }
+      lines.push(`| ${cells.join(' | ')} |`);
+    }
+  }
+  return lines.join('\n');
+}
+
 function gitCommit(): string {
   try {
     const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
@@ -518,6 +557,7 @@ async function main(argv: string[]): Promise<number> {
 
   const summary = summaryTable(o, specs, records);
   const latencies = latencyTable(o, specs, records);
+  const tails = tailTable(o, specs, records);
   const others = median(records.map((r) => r.otherCpuShare).filter((x): x is number => x !== null));
   const notes = [
     '† the generator used > 90% of a core: the figure may be its limit. § a fixed-rate point delivered < 97% of the offered rate: the server was saturated and its latency is the backlog.',
@@ -543,7 +583,7 @@ async function main(argv: string[]): Promise<number> {
         pin: o.pin,
         points: o.points,
         records,
-        summaryMarkdown: `${summary}\n\n${notes.join('\n')}\n\n${latencies}\n`,
+        summaryMarkdown: `${summary}\n\n${notes.join('\n')}\n\n${latencies}\n${tails ? `\n${tails}\n` : ''}`,
       },
       null,
       2,
@@ -552,7 +592,7 @@ async function main(argv: string[]): Promise<number> {
   const pinned = o.pin === null ? '' : `; servers on CPUs ${o.pin.server}, generators on CPUs ${o.pin.generator}`;
   const title = `${o.quick ? 'quick: ' : ''}${o.rounds} round${o.rounds === 1 ? '' : 's'} × ${o.seconds} s per point; medians over rounds${pinned}`;
   process.stdout.write(
-    `\n${title}. Latency: put → INSERTED for a cycle, put due → RESERVED at a fixed rate. CPU: share of one core over the window (generator: beanstalkd run / shardstalk run).\n\n${summary}\n\n${notes.join('\n')}\n\n${latencies}\n\nwritten: ${path.relative(REPO_ROOT, file)}\n`,
+    `\n${title}. Latency: put → INSERTED for a cycle, put due → RESERVED at a fixed rate. CPU: share of one core over the window (generator: beanstalkd run / shardstalk run).\n\n${summary}\n\n${notes.join('\n')}\n\n${latencies}\n${tails ? `\n${tails}\n` : ''}\nwritten: ${path.relative(REPO_ROOT, file)}\n`,
   );
   if (failures) log(`cycle-c: ${failures} run${failures === 1 ? '' : 's'} failed`);
   return failures ? 1 : 0;
