@@ -120,13 +120,13 @@ static double hq(const hist *h, double q) {
   return (double)h->max / 1000.0;
 }
 
-static void hjson(const char *name, const hist *h, int with_p999) {
+static void hjson(const char *name, const hist *h, int with_tail) {
   if (h->n == 0) {
     printf("\"%s\":{\"n\":0}", name);
     return;
   }
   printf("\"%s\":{\"n\":%" PRIu64 ",\"p50us\":%.1f,\"p99us\":%.1f", name, h->n, hq(h, 0.5), hq(h, 0.99));
-  if (with_p999) printf(",\"p90us\":%.1f,\"p95us\":%.1f,\"p98us\":%.1f,\"p995us\":%.1f,\"p999us\":%.1f", hq(h, 0.9), hq(h, 0.95), hq(h, 0.98), hq(h, 0.995), hq(h, 0.999));
+  if (with_tail) printf(",\"p90us\":%.1f,\"p95us\":%.1f,\"p98us\":%.1f,\"p995us\":%.1f,\"p999us\":%.1f", hq(h, 0.9), hq(h, 0.95), hq(h, 0.98), hq(h, 0.995), hq(h, 0.999));
   printf(",\"maxUs\":%.1f}", (double)h->max / 1000.0);
 }
 

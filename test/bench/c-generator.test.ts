@@ -1,0 +1,72 @@
+// The C generator behind bench/cycle-c.ts (tools/bench-c-cycle.c), built with gcc as the bench
+// builds it and run briefly against a shardstalk server: no timing thresholds, only that a run
+// completes without an error, accounts for every job it put, and reports a tail whose
+// percentiles are in order. Without gcc the build fails, saying so (it never skips).
+
+import { execFile, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer, type RunningServer } from '../../src/server.ts';
+
+const SOURCE = new URL('../../tools/bench-c-cycle.c', import.meta.url).pathname;
+
+let dir = '';
+let bin = '';
+let server: RunningServer;
+
+beforeAll(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shardstalk-cgen-'));
+  bin = path.join(dir, 'bench-c-cycle');
+  try {
+    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-o', bin, SOURCE], { stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (err) {
+    throw new Error(`could not build tools/bench-c-cycle.c with gcc (apt-get install -y gcc libc6-dev): ${(err as Error).message}`);
+  }
+  server = await startServer({ host: '127.0.0.1', port: 0, logLevel: 'silent', workq: null });
+}, 60_000);
+
+afterAll(async () => {
+  await server?.close();
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** Runs the generator; its JSON line and exit code. */
+function run(args: string[]): Promise<{ code: number; out: Record<string, any>; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(bin, args, { timeout: 60_000 }, (err, stdout, stderr) => {
+      const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : -1;
+      try {
+        resolve({ code, out: JSON.parse(stdout.trim()), stderr });
+      } catch {
+        reject(new Error(`generator printed no JSON (exit ${code}): ${stdout}\n${stderr}`));
+      }
+    });
+  });
+}
+
+describe('tools/bench-c-cycle.c', () => {
+  it('rate: every job put is reserved once, and the tail percentiles come in order', async () => {
+    const { code, out, stderr } = await run(['-w', '0.3', 'rate', String(server.port), '2', '2', '2000', '1', 'cgen-rate']);
+    expect(stderr).toContain('@window-start');
+    expect(code).toBe(0);
+    expect(out.errors).toBe(0);
+    expect(out.timedOut).toBe(0);
+    expect(out.putsTotal).toBeGreaterThan(0);
+    expect(out.reservedTotal).toBe(out.putsTotal);
+    const l = out.latency;
+    expect(l.n).toBeGreaterThan(0);
+    const order = ['p50us', 'p90us', 'p95us', 'p98us', 'p99us', 'p995us', 'p999us', 'maxUs'].map((k) => l[k] as number);
+    for (const v of order) expect(Number.isFinite(v) && v > 0).toBe(true);
+    for (let i = 1; i < order.length; i++) expect(order[i]).toBeGreaterThanOrEqual(order[i - 1] as number);
+  });
+
+  it('cycle, pipelined: jobs go round without an error', async () => {
+    const { code, out } = await run(['-w', '0.3', 'cycle', String(server.port), '4', '4', '1', 'cgen-cycle']);
+    expect(code).toBe(0);
+    expect(out.errors).toBe(0);
+    expect(out.jobs).toBeGreaterThan(0);
+    expect(out.put.n).toBeGreaterThan(0);
+  });
+});
