@@ -11,7 +11,7 @@ import type { Session } from '../../src/proto/beanstalk/session.ts';
 import { shardOf } from '../../src/route/hash.ts';
 import type { Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
-import { perTestServer, statNumber as stat } from '../support/per-test.ts';
+import { parkedOver, perTestServer, statNumber as stat } from '../support/per-test.ts';
 
 const t = perTestServer();
 
@@ -22,15 +22,7 @@ const AWAY = 'right'; // shard 1: a thread of its own, whose requests the test h
 /** A worker waiting over `left` and `right` (two shards), reserve-with-timeout 1; and its session. */
 async function waitingOverTwo(s: RunningServer): Promise<{ w: Client; m: Client; session: Session }> {
   expect([shardOf(HERE, SHARDS), shardOf(AWAY, SHARDS)]).toEqual([0, 1]);
-  const w = await t.open();
-  const m = await t.open();
-  await w.ask(`watch ${HERE}`, 'WATCHING 2\r\n');
-  await w.ask(`watch ${AWAY}`, 'WATCHING 3\r\n');
-  await w.ask('ignore default', 'WATCHING 2\r\n');
-  await w.send('reserve-with-timeout 1\r\n');
-  for (const t of [HERE, AWAY]) {
-    await waitUntil(`parked in ${t}'s shard`, async () => stat(await m.request(`stats-tube ${t}`), 'current-waiting') === 1);
-  }
+  const { w, m } = await parkedOver(t, HERE, AWAY, 'reserve-with-timeout 1');
   const session = [...s.beanstalk.sessions.values()].find((x) => (x as Session).reserveAttempt?.waiting === true) as Session;
   expect(session).toBeDefined();
   return { w, m, session };

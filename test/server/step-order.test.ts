@@ -11,7 +11,7 @@ import type { RunningServer } from '../../src/server.ts';
 import { shardOf } from '../../src/route/hash.ts';
 import type { Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
-import { perTestServer, statNumber as stat } from '../support/per-test.ts';
+import { parkedOver, perTestServer, untilParked, statNumber as stat } from '../support/per-test.ts';
 import { kickTube } from '../../src/ops/admin.ts';
 
 const t = perTestServer();
@@ -27,23 +27,14 @@ async function start(): Promise<RunningServer> {
 }
 
 /** A worker waiting over tubes `a` and `b` (on two shards), parked in both. */
-async function waitingOver(s: RunningServer, a: string, b: string): Promise<Client> {
-  const w = await t.open();
-  const m = await t.open();
-  await w.ask(`watch ${a}`, 'WATCHING 2\r\n');
-  await w.ask(`watch ${b}`, 'WATCHING 3\r\n');
-  await w.ask('ignore default', 'WATCHING 2\r\n');
-  await w.send('reserve\r\n');
-  for (const t of [a, b]) {
-    await waitUntil(`parked in ${t}'s shard`, async () => stat(await m.request(`stats-tube ${t}`), 'current-waiting') === 1);
-  }
-  return w;
+async function waitingOver(a: string, b: string): Promise<Client> {
+  return (await parkedOver(t, a, b)).w;
 }
 
 describe('steps on several shards, in the order they were read', () => {
   it('two puts in one read, the first one held before its shard: the waiting worker gets the first', async () => {
     const s = await start();
-    const w = await waitingOver(s, AWAY, THIRD);
+    const w = await waitingOver(AWAY, THIRD);
     const p = await t.open();
     s.router.pool.holdRequests(1, true);
     await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${THIRD}\r\nput 0 0 60 1\r\nB\r\n`);
@@ -59,8 +50,8 @@ describe('steps on several shards, in the order they were read', () => {
   });
 
   it('a put, then a put for the shard on the connections\' thread: the worker gets the first', async () => {
-    const s = await start();
-    const w = await waitingOver(s, AWAY, HERE);
+    await start();
+    const w = await waitingOver(AWAY, HERE);
     const p = await t.open();
     // The shard here applies its put as soon as the turn's requests are handed over, before
     // the other shard has read the first put from its ring.
@@ -74,7 +65,7 @@ describe('steps on several shards, in the order they were read', () => {
 
   it('a put answered early, then another client\'s put: the worker gets the first', async () => {
     const s = await start();
-    const w = await waitingOver(s, AWAY, THIRD);
+    const w = await waitingOver(AWAY, THIRD);
     const p = await t.open();
     const q = await t.open();
     await q.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
@@ -98,7 +89,7 @@ describe('steps on several shards, in the order they were read', () => {
     await c.ask('reserve-job 2', 'RESERVED 2 1\r\nB\r\n');
     await c.ask('bury 2 5', 'BURIED\r\n');
     await c.ask('reserve-job 1', 'RESERVED 1 1\r\nA\r\n');
-    const w = await waitingOver(s, AWAY, THIRD);
+    const w = await waitingOver(AWAY, THIRD);
     s.router.pool.holdRequests(1, true);
     await c.send('release 1 5 0\r\nkick 1\r\n');
     await c.expect('RELEASED\r\n'); // answered early; the kick's shard waits for the release's
@@ -148,7 +139,7 @@ describe('steps on several shards, in the order they were read', () => {
     await c.ask('put 5 0 60 1\r\nA', 'INSERTED 1\r\n');
     await c.ask('reserve-job 1', 'RESERVED 1 1\r\nA\r\n');
     await c.ask('bury 1 5', 'BURIED\r\n');
-    const w = await waitingOver(s, AWAY, THIRD);
+    const w = await waitingOver(AWAY, THIRD);
     s.router.pool.holdRequests(1, true);
     const kicked = kickTube(s.router, s.router.tubes.find(AWAY)!, 1);
     await c.ask(`use ${THIRD}`, `USING ${THIRD}\r\n`);
@@ -170,7 +161,7 @@ describe('steps on several shards, in the order they were read', () => {
     await c.ask(`watch ${THIRD}`, 'WATCHING 3\r\n');
     await c.ask('reserve', 'RESERVED 1 2\r\nj1\r\n');
     await c.ask('reserve', 'RESERVED 2 2\r\nj2\r\n');
-    const w = await waitingOver(s, AWAY, THIRD);
+    const w = await waitingOver(AWAY, THIRD);
     s.router.pool.holdRequests(1, true);
     c.destroy();
     await w.expectNothing(150);
@@ -186,8 +177,8 @@ describe('steps on several shards, in the order they were read', () => {
     ['two shard threads', AWAY, THIRD],
     ['a shard thread and the shard here', AWAY, HERE],
   ])('two puts in one read, round after round (%s): the waiting worker always gets the first', async (_name, a, b) => {
-    const s = await start();
-    const w = await waitingOver(s, a, b);
+    await start();
+    const w = await waitingOver(a, b);
     const p = await t.open();
     const m = await t.open();
     const ROUNDS = 150;
@@ -200,16 +191,14 @@ describe('steps on several shards, in the order they were read', () => {
       await w.ask(`delete ${id}`, 'DELETED\r\n');
       await m.ask(`delete ${id + 1}`, 'DELETED\r\n');
       await w.send('reserve\r\n');
-      for (const t of [a, b]) {
-        await waitUntil(`parked in ${t}'s shard`, async () => stat(await m.request(`stats-tube ${t}`), 'current-waiting') === 1);
-      }
+      await untilParked(m, [a, b]);
     }
   });
 
   it('a shard where no worker waits over several shards does not wait', async () => {
     const s = await start();
     // Someone waits over two other shards (the one here and tb's), so the steps are ordered...
-    await waitingOver(s, HERE, 'tb');
+    await waitingOver(HERE, 'tb');
     expect(shardOf('tb', SHARDS)).toBe(3);
     // ...but THIRD's shard has only a worker waiting on THIRD alone.
     const w = await t.open();
@@ -233,7 +222,7 @@ describe('steps on several shards, in the order they were read', () => {
     expect(s.router.pool.afterRecords).toBe(0);
     // With someone waiting over two shards, the same two puts go in order (the first one held
     // before its shard, so it is not applied yet when the second is sent).
-    await waitingOver(s, HERE, 'tb');
+    await waitingOver(HERE, 'tb');
     s.router.pool.holdRequests(1, true);
     await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${THIRD}\r\nput 0 0 60 1\r\nB\r\n`);
     await p.expect(`USING ${AWAY}\r\nINSERTED 3\r\nUSING ${THIRD}\r\nINSERTED 4\r\n`);

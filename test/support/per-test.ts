@@ -4,6 +4,7 @@
 import { afterEach } from 'vitest';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
 import { connect, type Client } from './client.ts';
+import { waitUntil } from './harness.ts';
 
 export interface PerTest {
   /** Starts this test's server. */
@@ -40,4 +41,26 @@ export function statNumber(reply: string, key: string): number {
   const m = new RegExp(`\\n${key}: (\\d+)`).exec(reply);
   if (m === null) throw new Error(`no ${key} in ${reply}`);
   return Number(m[1]);
+}
+
+/**
+ * A worker waiting over tubes `a` and `b` (on two shards; `default` ignored), parked in both
+ * shards: `reserve` is sent, and `m` watches each tube's `current-waiting` until it counts it.
+ */
+export async function parkedOver(t: PerTest, a: string, b: string, reserve = 'reserve'): Promise<{ w: Client; m: Client }> {
+  const w = await t.open();
+  const m = await t.open();
+  await w.ask(`watch ${a}`, 'WATCHING 2\r\n');
+  await w.ask(`watch ${b}`, 'WATCHING 3\r\n');
+  await w.ask('ignore default', 'WATCHING 2\r\n');
+  await w.send(`${reserve}\r\n`);
+  await untilParked(m, [a, b]);
+  return { w, m };
+}
+
+/** Waits until, as `m` sees it, one reserve waits in each tube of `tubes` (each in its shard). */
+export async function untilParked(m: Client, tubes: string[]): Promise<void> {
+  for (const tube of tubes) {
+    await waitUntil(`parked in ${tube}'s shard`, async () => statNumber(await m.request(`stats-tube ${tube}`), 'current-waiting') === 1);
+  }
 }
