@@ -370,15 +370,16 @@ export class ShardCore {
    * caused). A request of a connection whose reserve is parked here is kept for later instead.
    */
   handle(buf: Buffer, at: number, now: number): void {
-    if (this.order !== null) {
-      if (buf[at + 4] === OP_AFTER) {
-        this.readAfter(buf, at);
-        this.applied = (this.applied + buf.readUInt32LE(at)) | 0;
-        return;
-      }
-      if (this.afterN !== 0) this.awaitSteps();
+    if (this.order === null) {
+      // One shard, or several sending threads: no position to count.
+      this.handleRecord(buf, at, now);
+      return;
     }
-    this.handleRecord(buf, at, now);
+    if (buf[at + 4] === OP_AFTER) this.readAfter(buf, at);
+    else {
+      if (this.afterN !== 0) this.awaitSteps();
+      this.handleRecord(buf, at, now);
+    }
     this.applied = (this.applied + buf.readUInt32LE(at)) | 0;
   }
 
