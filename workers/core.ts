@@ -14,6 +14,7 @@ import {
   LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS, OP_RESERVE_WAIT, OP_CANCEL_WAIT, OP_TAKE_ID, OP_FAN_WAIT, OP_AFTER, R_PARKED, TUBE_FIELDS, TUBE_WAITING,
   R_DEFERRED, R_DROPPED, E_RESERVED, E_WAIT_END, E_DEFERRED, END_DEADLINE_SOON, END_TIMED_OUT, RESERVE_FOREVER,
   DEADLINE_SOON_MS,
+  mayMakeReady,
 } from '../src/shared/records.ts';
 import type { WalConfig } from './wal/wal.ts';
 import { makeLogger, type Logger } from '../src/log.ts';
@@ -398,6 +399,20 @@ export class ShardCore {
     }
     this.apply(buf, at, now);
     if (this.waits.anyPoked) this.serve(now);
+  }
+
+  /**
+   * A mesh (src/shared/sequence.ts): whether the request at `at` must wait until every other
+   * shard has applied everything numbered before its segment. A step that may make a job ready
+   * (as ShardPool.readyStep marks them: a put or release without delay, a kick, a kick-job, a
+   * pause-tube, a closed connection's jobs going back) does while a reserve waiting over several
+   * shards is parked here; nothing else does.
+   */
+  stepWaits(buf: Buffer, at: number): boolean {
+    if (!this.waits.anyRemote) return false;
+    const op = buf[at + 4];
+    if (op === OP_RELEASE_CONN) return buf.readUInt32LE(at + 12) > 0 || buf.readUInt32LE(at + 16) === 1;
+    return mayMakeReady(op, buf.readUInt32LE(at + 20));
   }
 
   // ---- steps on several shards, in the sending thread's order (src/shared/order.ts) ----

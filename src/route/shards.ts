@@ -18,6 +18,7 @@ import {
   replyKind,
 } from '../shared/records.ts';
 import { StepOrder } from '../shared/order.ts';
+import { BatchSequence, before } from '../shared/sequence.ts';
 import { Ring } from '../shared/ring.ts';
 import { ShardCore, type ShardConfig } from '../../workers/core.ts';
 import { newHistogram, observe } from '../shared/histogram.ts';
@@ -47,8 +48,8 @@ export interface Mesh {
   readonly replies: readonly (readonly (SharedArrayBuffer | null)[])[];
   /** Per shard: its log's fsync durations (where the shard runs writes them). */
   readonly fsyncs: readonly Float64Array[];
-  /** The batches' numbers: one BigInt64 counter every site takes from (see Source). */
-  readonly clock: SharedArrayBuffer;
+  /** The segments' numbers, what each site is writing, each shard's frontier (src/shared/sequence.ts). */
+  readonly order: SharedArrayBuffer;
 }
 
 export function makeMesh(shards: number, ringBytes = MESH_RING_BYTES_DEFAULT): Mesh {
@@ -66,7 +67,7 @@ export function makeMesh(shards: number, ringBytes = MESH_RING_BYTES_DEFAULT): M
     }
   }
   const fsyncs = Array.from({ length: shards }, () => newHistogram(true));
-  return { shards, bells, requests, replies, fsyncs, clock: new SharedArrayBuffer(64) };
+  return { shards, bells, requests, replies, fsyncs, order: BatchSequence.create(shards).sab };
 }
 
 /** The site of the main thread in a mesh. */
@@ -99,6 +100,8 @@ interface ShardLink {
   held: boolean;
   /** Request bytes appended but not yet handed to the shard. */
   backlog(): number;
+  /** Bytes of the writer already handed to the shard (a mesh hands them over in segments). */
+  readonly sent: number;
   /** Request bytes ever appended (free-running): where the next request starts in the shard's stream (src/shared/order.ts). */
   pos(): number;
   /** Hands queued requests to the shard (what does not fit waits for the next call). */
@@ -136,18 +139,15 @@ class RingLink implements ShardLink {
   readonly hops = newHistogram(false);
   /** When the oldest batch not yet answered entered the ring (performance.now(); 0: none). */
   private sentAt = 0;
-  /** A mesh's clock: each batch starts with an OP_BATCH record carrying a number from it. */
-  private readonly clock: BigInt64Array | null;
-  private readonly marker: RecordWriter | null;
+  /** Mesh: the OP_BATCH record that starts a segment's part. */
+  private marker: RecordWriter | null = null;
 
-  constructor(index: number, toShard: Ring, fromShard: Ring, bell: Doorbell, fsyncs: Float64Array, clock: BigInt64Array | null = null) {
+  constructor(index: number, toShard: Ring, fromShard: Ring, bell: Doorbell, fsyncs: Float64Array) {
     this.index = index;
     this.toShard = toShard;
     this.fromShard = fromShard;
     this.bell = bell;
     this.fsyncs = fsyncs;
-    this.clock = clock;
-    this.marker = clock === null ? null : new RecordWriter(HEADER_BYTES);
   }
 
   backlog(): number {
@@ -162,15 +162,6 @@ class RingLink implements ShardLink {
   flush(force = false): void {
     const w = this.writer;
     if (w.len === this.flushed || (this.held && !force)) return;
-    if (this.flushed === 0 && this.marker !== null) {
-      // A new batch: its number is taken now, after everything this thread published before, so
-      // a batch published later anywhere (one that may depend on it) gets a larger one.
-      if (this.toShard.writable() < HEADER_BYTES + 1) return;
-      const m = this.marker;
-      m.reset();
-      m.header(OP_BATCH, 0, 0, 0, 0, 0, Number(Atomics.add(this.clock as BigInt64Array, 0, 1n)));
-      this.toShard.write(m.buf, 0, HEADER_BYTES);
-    }
     const n = this.toShard.write(w.buf, this.flushed, w.len - this.flushed);
     this.flushed += n;
     if (this.flushed === w.len) {
@@ -182,6 +173,41 @@ class RingLink implements ShardLink {
       if (this.sentAt === 0) this.sentAt = performance.now();
       this.bell.ring();
     }
+  }
+
+  // ---- a mesh's segments (ShardPool.flushSegments) ----
+
+  /** Bytes of the writer already in the ring (a mesh's part may be written in several goes). */
+  get sent(): number {
+    return this.flushed;
+  }
+
+  /** Whether the ring has room for a segment's OP_BATCH record now. */
+  roomForMarker(): boolean {
+    return this.toShard.writable() >= HEADER_BYTES;
+  }
+
+  /** Writes the OP_BATCH record of segment `num` (roomForMarker() said it fits). */
+  beginSegment(num: number): void {
+    const m = (this.marker ??= new RecordWriter(HEADER_BYTES));
+    m.reset();
+    m.header(OP_BATCH, 0, 0, 0, 0, 0, num);
+    this.toShard.write(m.buf, 0, HEADER_BYTES);
+  }
+
+  /** Copies the writer's bytes up to `end` into the ring, as far as they fit; whether all are in. Does not ring. */
+  sendUpTo(end: number): boolean {
+    const n = this.toShard.write(this.writer.buf, this.flushed, end - this.flushed);
+    this.flushed += n;
+    if (n > 0 && this.sentAt === 0) this.sentAt = performance.now();
+    return this.flushed === end;
+  }
+
+  /** Everything appended is in the ring: the writer starts again. */
+  restart(): void {
+    this.base = (this.base + this.writer.len) | 0;
+    this.writer.reset();
+    this.flushed = 0;
   }
 
   /** Replies were read: one round trip observed; the next starts now if requests are still out. */
@@ -273,7 +299,7 @@ class HereShard implements ShardLink {
   }
 
   backlog(): number {
-    return this.writer.len;
+    return this.writer.len - this.sent;
   }
 
   /** Request bytes appended before the writer's (free-running). */
@@ -283,9 +309,16 @@ class HereShard implements ShardLink {
     return (this.base + this.writer.len) | 0;
   }
 
+  /**
+   * In a mesh the requests here are applied in the order of the segments' numbers, with every
+   * other site's (ShardPool.serveSources), not by flush(). `sent`: bytes of the writer already
+   * handed over that way.
+   */
+  sequenced = false;
+  sent = 0;
+
   flush(): void {
-    if (this.busy || this.closed) return;
-    if (this.writer.len > 0 && !this.held) this.beforeLocal();
+    if (this.busy || this.closed || this.sequenced) return;
     this.busy = true;
     try {
       while (this.writer.len > 0 && !this.held) {
@@ -306,21 +339,24 @@ class HereShard implements ShardLink {
     }
   }
 
-  /** Mesh: before a batch of this site's own requests, the other sites' published ones (ShardPool.serveSources). */
-  beforeLocal: () => void = () => {};
-
   /**
-   * Applies one batch another site has sent (a mesh): the requests in `reader` up to its next
-   * OP_BATCH record or its end; their replies go back to that site.
+   * Applies (part of) a segment a site has sent (a mesh): the requests in `reader` up to its next
+   * OP_BATCH record or its end; their replies go back to that site. Stops before a request that
+   * `mayApply` refuses (it must wait for other shards); returns whether it stopped so.
    */
-  serveBatch(site: number, reader: RecordReader): void {
-    if (this.closed) return;
+  serveBatch(site: number, reader: RecordReader, mayApply: (buf: Buffer, at: number) => boolean): boolean {
+    if (this.closed) return true;
     const wasBusy = this.busy;
     this.busy = true;
+    let stopped = false;
     try {
       const now = Date.now();
       const buf = reader.buf;
       for (let at = reader.peek(); at !== -1 && buf[at + 4] !== OP_BATCH; at = reader.peek()) {
+        if (!mayApply(buf, at)) {
+          stopped = true;
+          break;
+        }
         reader.next();
         this.core.handle(buf, at, now);
       }
@@ -330,6 +366,7 @@ class HereShard implements ShardLink {
     } finally {
       this.busy = wasBusy;
     }
+    return stopped;
   }
 
   /** Runs the clock, writes the log, and sends the batch's replies (to `source`) and events on, in order. */
@@ -364,7 +401,7 @@ class HereShard implements ShardLink {
     } finally {
       this.busy = false;
     }
-    this.flush(); // requests a reply's target made meanwhile
+    this.flush(); // requests a reply's target made meanwhile (in a mesh: the pool's flush)
     this.onClock();
   };
 
@@ -400,45 +437,64 @@ export interface ShardPoolOptions {
   mesh?: { mesh: Mesh; site: number };
 }
 
-/** Another site whose requests to the shard here arrive in a ring (a mesh). */
+/**
+ * A site whose requests to the shard here arrive in segments (a mesh): another site, through a
+ * ring, or this one (`requests` null), whose parts ShardPool.flushSegments appends to `incoming`.
+ */
 class Source {
   readonly site: number;
-  readonly requests: Ring;
-  readonly replies: Ring;
+  readonly requests: Ring | null;
+  readonly replies: Ring | null;
   /** That site's doorbell. */
-  readonly bell: Doorbell;
+  readonly bell: Doorbell | null;
   readonly reader = new RecordReader();
+  /** This site: its parts not yet moved into the reader (which a segment being applied may be walking). */
+  readonly incoming: RecordWriter | null;
   /** Replies and events for that site not yet copied into its ring. */
   readonly out = new RecordWriter(4096);
   private flushed = 0;
 
-  constructor(site: number, requests: Ring, replies: Ring, bell: Doorbell) {
+  constructor(site: number, requests: Ring | null, replies: Ring | null, bell: Doorbell | null) {
     this.site = site;
     this.requests = requests;
     this.replies = replies;
     this.bell = bell;
+    this.incoming = requests === null ? new RecordWriter(4096) : null;
   }
 
   get unflushed(): boolean {
     return this.out.len > this.flushed;
   }
 
-  /** The number of the batch being read (from its OP_BATCH record). */
-  private seq = -1;
+  /** The number of the segment being read (from its OP_BATCH record). */
+  private seq = 0;
 
-  /** Reads what the ring holds into the reader; whether it read anything. */
+  /** Reads what the ring (or `incoming`) holds into the reader; whether it read anything. */
   pull(): boolean {
     const r = this.reader;
+    const inc = this.incoming;
+    if (inc !== null) {
+      if (inc.len === 0) return false;
+      r.prepare(inc.len);
+      inc.buf.copy(r.buf, r.end, 0, inc.len);
+      r.end += inc.len;
+      inc.reset();
+      return true;
+    }
     r.prepare(64 * 1024);
-    const n = this.requests.read(r.buf, r.end, r.buf.length - r.end);
+    const n = (this.requests as Ring).read(r.buf, r.end, r.buf.length - r.end);
     r.end += n;
     return n > 0;
   }
 
-  /** The number of the batch the next whole record belongs to; -1 if none is whole yet. */
+  /** Whether a whole record waits in the reader. */
+  get ready(): boolean {
+    return this.reader.peek() !== -1;
+  }
+
+  /** The number of the segment the next whole record belongs to (ready must be true). */
   headSeq(): number {
     const at = this.reader.peek();
-    if (at === -1) return -1;
     return this.reader.buf[at + 4] === OP_BATCH ? this.reader.buf.readDoubleLE(at + 24) : this.seq;
   }
 
@@ -456,13 +512,13 @@ class Source {
   publish(): void {
     const out = this.out;
     if (out.len === this.flushed) return;
-    const n = this.replies.write(out.buf, this.flushed, out.len - this.flushed);
+    const n = (this.replies as Ring).write(out.buf, this.flushed, out.len - this.flushed);
     this.flushed += n;
     if (this.flushed === out.len) {
       out.reset();
       this.flushed = 0;
     }
-    if (n > 0) this.bell.ring();
+    if (n > 0) (this.bell as Doorbell).ring();
   }
 }
 
@@ -507,6 +563,35 @@ export class ShardPool {
   /** OP_AFTER records sent (tests). */
   afterRecords = 0;
 
+  // ---- a mesh: one order over every site's segments (src/shared/sequence.ts) ----
+  /** The shared numbers, null without a mesh. */
+  private readonly seq: BatchSequence | null;
+  /** Every site's doorbell (a mesh), to wake a shard whose frontier this one waits for. */
+  private readonly siteBells: Doorbell[] = [];
+  /** This site's own requests to the shard here, in segments (a mesh whose site runs a shard). */
+  private readonly local: Source | null = null;
+  /** Where each link's writer is cut into segments: `links.length` offsets per cut, oldest first. */
+  private cuts: number[] = [];
+  private cutHead = 0;
+  /** Where the open segment starts in each link's writer. */
+  private readonly segStart: Int32Array;
+  /** The segment being written (its parts did not all fit their rings yet): its number, its ends, -1: none. */
+  private writingNum = 0;
+  private writing = false;
+  private readonly partEnd: Int32Array;
+  /** take()'s shards. */
+  private readonly partShards: Int32Array;
+  /** holdPart (tests). */
+  private readonly partsHeld: Uint8Array;
+  /** Applying segments now (serveSources); a flush meanwhile leaves them to that loop. */
+  private serving = false;
+  /** The segment the shard here stopped in, waiting for the other shards' frontiers; null: none. */
+  private stalledAt: number | null = null;
+  /** The frontier this shard last published. */
+  private published = 0;
+  /** Times the shard here stopped before a step to wait for other shards (tests). */
+  frontierWaits = 0;
+
   constructor(opts: ShardPoolOptions, handler: ShardReplyHandler) {
     this.handler = handler;
     this.schedule = opts.schedule ?? null;
@@ -515,6 +600,11 @@ export class ShardPool {
     const m = opts.mesh;
     this.order = m === undefined && opts.shards > 1 ? StepOrder.create(opts.shards) : null;
     this.afterPairs = new Int32Array(2 * opts.shards);
+    this.segStart = new Int32Array(opts.shards);
+    this.partEnd = new Int32Array(opts.shards);
+    this.partShards = new Int32Array(opts.shards);
+    this.partsHeld = new Uint8Array(opts.shards);
+    this.seq = m === undefined ? null : BatchSequence.attach(m.mesh.order, m.mesh.shards);
     if (m === undefined) {
       this.site = 0;
       this.sites = 1;
@@ -536,7 +626,6 @@ export class ShardPool {
       }
     } else {
       const { mesh, site } = m;
-      const clock = new BigInt64Array(mesh.clock, 0, 1);
       this.site = site;
       this.sites = mesh.shards + 1;
       this.mainSite = mainSite(mesh);
@@ -545,16 +634,19 @@ export class ShardPool {
         if (i === site) {
           const here = new HereShard({ ...opts.config, index: i, fsyncHistogram: mesh.fsyncs[i], tubeName: opts.tubeName }, site, handler, this.emit);
           here.onClock = () => this.publish();
-          here.beforeLocal = () => this.serveSources();
+          here.sequenced = true;
           this.links.push(here);
         } else {
           const link = new RingLink(i, Ring.attach(mesh.requests[site][i] as SharedArrayBuffer),
-            Ring.attach(mesh.replies[site][i] as SharedArrayBuffer), Doorbell.attach(mesh.bells[i]), mesh.fsyncs[i], clock);
+            Ring.attach(mesh.replies[site][i] as SharedArrayBuffer), Doorbell.attach(mesh.bells[i]), mesh.fsyncs[i]);
           this.remote.push(link);
           this.links.push(link);
         }
       }
+      for (let s = 0; s < this.sites; s++) this.siteBells.push(Doorbell.attach(mesh.bells[s]));
       if (site < mesh.shards) {
+        this.local = new Source(site, null, null, null);
+        this.sources.push(this.local);
         for (let other = 0; other < this.sites; other++) {
           if (other === site) continue;
           const src = new Source(other, Ring.attach(mesh.requests[other][site] as SharedArrayBuffer),
@@ -602,6 +694,10 @@ export class ShardPool {
    * is parked in it (src/shared/order.ts). Call it just before request().
    */
   readyStep(shard: number): void {
+    if (this.seq !== null) {
+      this.cutBefore(shard);
+      return;
+    }
     const order = this.order;
     if (order === null || !this.stepsMatter()) return;
     const links = this.links;
@@ -651,7 +747,10 @@ export class ShardPool {
 
   /** Hands queued requests to the shards; what does not fit a ring stays queued for the next wake-up. */
   flush(): void {
-    for (const link of this.links) link.flush();
+    if (this.seq !== null) {
+      this.flushSegments();
+      if (this.local !== null) this.serveSources();
+    } else for (const link of this.links) link.flush();
     if (this.sources.length > 0) this.publish();
     if (this.roomWaiters.length > 0 && this.largestBacklog() <= this.backlogMax / 2) {
       const waiters = this.roomWaiters;
@@ -677,41 +776,258 @@ export class ShardPool {
     else (this.sourceBySite[dest] as Source).out.bytes(buf, at, recordEnd(buf, at));
   };
 
+  // ---- a mesh: segments numbered in one order with every other site's (src/shared/sequence.ts) ----
+
   /**
-   * Mesh: applies every request the other sites have published to the shard here, batch by
-   * batch in the order of their numbers. Why that order is enough: a thread publishes a request
-   * before it sends any reply that depends on it, and numbers a batch (the mesh's clock) just
-   * before publishing it; so whatever a request may depend on (another client was told of it)
-   * was published, with a smaller number, before that request's batch got its number. Reading
-   * every ring until a whole pass finds nothing new sees every such earlier batch (it was
-   * published before anything read in that pass), and the smallest number goes first. The
-   * requests of this site's own connections go after (HereShard.beforeLocal), for the same
-   * reason. Returns whether it applied anything.
+   * Before a step to `shard` (readyStep): if the open segment already holds a request to another
+   * shard, the step starts a new segment, so those requests take a lower number than it.
+   */
+  private cutBefore(shard: number): void {
+    const links = this.links;
+    const start = this.segStart;
+    let cut = false;
+    for (let z = 0; z < links.length; z++) {
+      if (z !== shard && links[z].writer.len > start[z]) {
+        cut = true;
+        break;
+      }
+    }
+    if (!cut) return;
+    for (let z = 0; z < links.length; z++) {
+      const end = links[z].writer.len;
+      this.cuts.push(end);
+      start[z] = end;
+    }
+  }
+
+  /**
+   * Mesh: hands the queued requests over segment by segment, each with one number for all its
+   * parts: into the rings of the shards on other sites, and to `local` for the shard here. A
+   * segment whose parts do not all fit their rings at once is finished on later calls, and no
+   * later one is numbered before it is; none is numbered while a ring it needs lacks room for its
+   * first record, or while requests to a shard are held (tests).
+   */
+  private flushSegments(): void {
+    const seq = this.seq as BatchSequence;
+    const links = this.links;
+    const shards = links.length;
+    if (this.writing && !this.finishSegment()) return;
+    for (;;) {
+      const fromCut = this.cutHead < this.cuts.length;
+      let parts = 0;
+      let local = false;
+      let blocked = false;
+      for (let z = 0; z < shards; z++) {
+        const link = links[z];
+        const end = fromCut ? this.cuts[this.cutHead + z] : link.writer.len;
+        this.partEnd[z] = end;
+        if (end <= link.sent) continue;
+        if (link.held || (link instanceof RingLink && !link.roomForMarker())) blocked = true;
+        if (z === this.site) local = true;
+        else this.partShards[parts++] = z;
+      }
+      if (parts === 0 && !local) {
+        if (!fromCut) break;
+        this.cutHead += shards; // an empty segment
+        continue;
+      }
+      if (blocked) return;
+      const num = seq.take(this.site, this.partShards, parts);
+      if (local) {
+        const here = links[this.site] as HereShard;
+        const inc = (this.local as Source).incoming as RecordWriter;
+        const end = this.partEnd[this.site];
+        inc.header(OP_BATCH, 0, 0, 0, 0, 0, num);
+        inc.bytes(here.writer.buf, here.sent, end);
+        here.sent = end;
+      }
+      for (let i = 0; i < parts; i++) (links[this.partShards[i]] as RingLink).beginSegment(num);
+      this.writingParts = parts;
+      this.writing = true;
+      if (fromCut) this.cutHead += shards;
+      for (let z = 0; z < shards; z++) if (this.segStart[z] < this.partEnd[z]) this.segStart[z] = this.partEnd[z];
+      if (!this.finishSegment()) return;
+    }
+    // All handed over: the writers start again.
+    for (const link of links) {
+      if (link instanceof RingLink) link.restart();
+      else {
+        (link as HereShard).writer.reset();
+        (link as HereShard).sent = 0;
+      }
+    }
+    this.cuts.length = 0;
+    this.cutHead = 0;
+    this.segStart.fill(0);
+  }
+
+  /** How many of partShards the segment being written has. */
+  private writingParts = 0;
+
+  /**
+   * Copies what is left of the segment being written into its rings, as far as they take it, and
+   * rings each shard it reached (after saying its part is all in, when it is). Whether all is in.
+   */
+  private finishSegment(): boolean {
+    const seq = this.seq as BatchSequence;
+    let left = 0;
+    for (let i = 0; i < this.writingParts; i++) {
+      const z = this.partShards[i];
+      if (z < 0) continue;
+      if (this.partsHeld[z] !== 0) {
+        left++;
+        continue;
+      }
+      const link = this.links[z] as RingLink;
+      if (link.sendUpTo(this.partEnd[z])) {
+        seq.written(this.site, z);
+        this.partShards[i] = -1;
+      } else left++;
+      link.bell.ring();
+    }
+    this.writing = left > 0;
+    return !this.writing;
+  }
+
+  /** Reads every source until a pass finds nothing new. */
+  private pullAll(): void {
+    for (let pulled = true; pulled; ) {
+      pulled = false;
+      for (const src of this.sources) if (src.pull()) pulled = true;
+    }
+  }
+
+  /** The source whose next whole record has the lowest number, or null if none has one. */
+  private lowest(): Source | null {
+    let best: Source | null = null;
+    let bestSeq = 0;
+    for (const src of this.sources) {
+      if (!src.ready) continue;
+      const n = src.headSeq();
+      if (best === null || before(n, bestSeq)) {
+        best = src;
+        bestSeq = n;
+      }
+    }
+    return best;
+  }
+
+  /**
+   * Mesh: applies the segments the sites have handed the shard here (other sites through their
+   * rings, this one through `local`) in the order of their numbers: the lowest first, once no
+   * site may still publish a lower one. A step there waits, while a reserve over several shards
+   * is parked here, until every other shard has applied everything numbered lower
+   * (src/shared/sequence.ts). Never blocks: what must wait is left for a later call, and this
+   * thread's doorbell rings when it may go on. Returns whether it applied anything.
    */
   serveSources(): boolean {
+    if (this.serving || !this.running) return false;
+    this.serving = true;
+    const seq = this.seq as BatchSequence;
     const here = this.links[this.site] as HereShard;
     let any = false;
-    for (;;) {
-      for (let pulled = true; pulled; ) {
-        pulled = false;
-        for (const src of this.sources) if (src.pull()) pulled = true;
-      }
-      let best: Source | null = null;
-      let bestSeq = Infinity;
-      for (const src of this.sources) {
-        const seq = src.headSeq();
-        if (seq >= 0 && seq < bestSeq) {
-          best = src;
-          bestSeq = seq;
+    try {
+      for (;;) {
+        this.pullAll();
+        let best = this.lowest();
+        if (best === null) {
+          if (this.settle()) continue;
+          break;
         }
+        const c = best.headSeq();
+        if (seq.blocks(this.site, this.site, c)) {
+          // A site is writing a lower number (or taking one): it rings when it is done.
+          const low = seq.lowestWriting(this.site, this.site, c);
+          if (low !== null) this.publishFrontier(low);
+          this.blockedAt = c;
+          break;
+        }
+        this.blockedAt = null;
+        // Whatever was numbered before c is in the rings now.
+        this.pullAll();
+        best = this.lowest() as Source;
+        this.applying = best.headSeq();
+        best.beginBatch();
+        any = true;
+        if (here.serveBatch(best.site, best.reader, this.mayApply)) break;
       }
-      if (best === null) break;
-      best.beginBatch();
-      here.serveBatch(best.site, best.reader);
-      any = true;
+    } finally {
+      this.serving = false;
     }
     if (any) this.publish();
     return any;
+  }
+
+  /** The number of the segment the shard here is applying. */
+  private applying = 0;
+  /** The segment the shard here waits to apply while a site writes a lower one; null: none. */
+  private blockedAt: number | null = null;
+
+  /**
+   * Whether what the shard here waits for has come meanwhile (looked at after the pump's
+   * prepareWait: a ring of this thread's doorbell before it would otherwise be missed).
+   */
+  private mayGoOn(): boolean {
+    const seq = this.seq;
+    if (seq === null) return false;
+    if (this.stalledAt !== null && seq.behind(this.site, this.stalledAt) === -1) return true;
+    return this.blockedAt !== null && !seq.blocks(this.site, this.site, this.blockedAt);
+  }
+
+  /**
+   * Before each request of a segment: a step, with a reserve over several shards parked here,
+   * waits until every other shard has applied everything numbered before its segment (any claim
+   * they make on that reserve comes first). The rest of the segment waits with it.
+   */
+  private readonly mayApply = (buf: Buffer, at: number): boolean => {
+    const here = this.links[this.site] as HereShard;
+    if (!here.core.stepWaits(buf, at)) return true;
+    const seq = this.seq as BatchSequence;
+    const c = this.applying;
+    if (seq.behind(this.site, c) !== -1) {
+      // Everything before c is applied here: say so first, so a shard waiting for this one can go on.
+      this.publishFrontier(c);
+      seq.want(this.site, c);
+      if (this.stalledAt !== c) {
+        this.stalledAt = c;
+        this.frontierWaits++;
+      }
+      let behind = false;
+      for (let z = 0; z < this.links.length; z++) {
+        if (z === this.site || !before(seq.frontier(z), c)) continue;
+        behind = true;
+        this.siteBells[z].ring(); // it publishes afresh
+      }
+      if (behind) return false;
+    }
+    if (this.stalledAt !== null) {
+      seq.wantNone(this.site);
+      this.stalledAt = null;
+    }
+    return true;
+  };
+
+  /**
+   * Nothing left to apply: publishes the frontier, the clock's value (or a lower number a site is
+   * writing here), read before the last look at the sources. True if that look found something.
+   */
+  private settle(): boolean {
+    const seq = this.seq as BatchSequence;
+    const k = seq.now();
+    const low = seq.lowestWriting(this.site, this.site, k);
+    this.pullAll();
+    if (this.lowest() !== null) return true;
+    if (low !== null) this.publishFrontier(low);
+    return false;
+  }
+
+  /** The shard here has applied everything numbered before `f`: publishes it and rings the shards waiting for it. */
+  private publishFrontier(f: number): void {
+    if (!before(this.published, f)) return;
+    const seq = this.seq as BatchSequence;
+    this.published = f;
+    seq.publish(this.site, f);
+    for (let z = 0; z < this.links.length; z++) if (z !== this.site && seq.wants(z, f)) this.siteBells[z].ring();
   }
 
   /**
@@ -760,6 +1076,17 @@ export class ShardPool {
     if (!held) this.mainBell.ring();
   }
 
+  /**
+   * For tests, in a mesh: while held, the part for `shard` of a segment this site has numbered
+   * is not written into its ring, as if this thread had stopped between taking the number and
+   * writing (the shard sees the number being written); the other parts are written, and no later
+   * segment is numbered meanwhile.
+   */
+  holdPart(shard: number, held: boolean): void {
+    this.partsHeld[shard] = held ? 1 : 0;
+    if (!held) this.flush();
+  }
+
   /** Requests for shards on other threads not yet in their rings (full). */
   unpublished(): boolean {
     for (const t of this.remote) if (t.backlog() > 0) return true;
@@ -790,7 +1117,7 @@ export class ShardPool {
 
   private anyReadable(): boolean {
     for (const t of this.remote) if (!t.repliesHeld && ((t.stash !== null && t.stash.end > t.stash.start) || t.fromShard.readable() > 0)) return true;
-    for (const src of this.sources) if (src.requests.readable() > 0) return true;
+    for (const src of this.sources) if (src.requests !== null && src.requests.readable() > 0) return true;
     return false;
   }
 
@@ -832,7 +1159,7 @@ export class ShardPool {
     // A ring that was full may have room now.
     if (this.threadsUnflushed()) this.flush();
     const seq = this.mainBell.prepareWait();
-    if (this.anyReadable() || (handled && this.threadsUnflushed())) {
+    if (this.anyReadable() || (handled && this.threadsUnflushed()) || this.mayGoOn()) {
       this.mainBell.cancelWait();
       setImmediate(this.pump);
       return;

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeMesh, ShardPool, type ReplyTarget } from '../../src/route/shards.ts';
 import { recover } from '../../workers/wal/reader.ts';
-import { OP_DELETE, OP_PEEK_READY, OP_PUT, R_NONE, R_OK, replyKind } from '../../src/shared/records.ts';
+import { OP_DELETE, OP_PEEK_READY, OP_PUT, R_JOB, R_NONE, R_OK, replyKind } from '../../src/shared/records.ts';
 
 const pools: ShardPool[] = [];
 afterEach(async () => {
@@ -99,6 +99,68 @@ describe('mesh: a shard applies the batches of all its rings in clock order', ()
     sites[1].request(2, 0, peek.target, 0).header(OP_PEEK_READY, 0, 10, 1, 0, 0, 0);
     sites[1].flush();
     expect(await peek.kind).toBe(R_NONE);
+  });
+});
+
+/** Whether `kind` has settled within a few turns of the event loop (the sites' pumps run meanwhile). */
+async function settled(kind: Promise<number>): Promise<boolean> {
+  let done = false;
+  void kind.then(() => (done = true));
+  for (let i = 0; i < 20 && !done; i++) await new Promise((r) => setTimeout(r, 1));
+  return done;
+}
+
+describe('mesh: one order over every site\'s segments (src/shared/sequence.ts)', () => {
+  // holdPart stops a site between taking a segment's number and writing its part: exactly the
+  // moment at which a shard that looked only at its rings would apply a later segment first.
+
+  it.each([
+    ['another site', 0],
+    ['the shard\'s own site (applied there, with no ring)', 2],
+  ])('a delete numbered after a put whose part is still being written waits for it: from %s', async (_name, from) => {
+    const mesh = makeMesh(3);
+    const sites = [0, 1, 2, 3].map((i) => site(mesh, i));
+    sites[1].holdPart(2, true);
+    const p = answer();
+    put(sites[1], 2, 5, 1, p.target);
+    sites[1].flush(); // numbered, not written
+    const d = answer();
+    sites[from].request(2, 0, d.target, 0).header(OP_DELETE, 0, 8, 0, 0, 0, 1);
+    sites[from].flush(); // numbered after it, and written
+    expect(await settled(d.kind)).toBe(false); // the shard waits for the lower number
+    sites[1].holdPart(2, false);
+    expect(await p.kind).toBe(R_OK);
+    expect(await d.kind).toBe(R_OK); // NOT_FOUND (R_NONE) had the delete gone first
+  });
+
+  it.each([
+    ['in one segment (no step between them)', false, [R_JOB, R_JOB]],
+    ['each a step (readyStep cuts before the second)', true, [R_JOB, R_NONE]],
+  ])('questions to two shards in one flush see one cut of another site\'s two puts, %s', async (_name, steps, want) => {
+    const mesh = makeMesh(3);
+    const sites = [0, 1, 2, 3].map((i) => site(mesh, i));
+    // Site 1 puts job 1 in tube 5 on shard 0 and job 2 in tube 6 on shard 2; the part for shard 0
+    // is held, so shard 2 could apply its put at once.
+    sites[1].holdPart(0, true);
+    const p1 = answer();
+    const p2 = answer();
+    if (steps) sites[1].readyStep(0);
+    put(sites[1], 0, 5, 1, p1.target);
+    if (steps) sites[1].readyStep(2);
+    put(sites[1], 2, 6, 2, p2.target);
+    sites[1].flush();
+    // The main thread asks both shards in one flush (as a reserve over both tubes does).
+    const q0 = answer();
+    const q2 = answer();
+    sites[3].request(0, 0, q0.target, 0).header(OP_PEEK_READY, 0, 10, 5, 0, 0, 0);
+    sites[3].request(2, 0, q2.target, 0).header(OP_PEEK_READY, 0, 10, 6, 0, 0, 0);
+    sites[3].flush();
+    await settled(q2.kind);
+    sites[1].holdPart(0, false);
+    expect(await p1.kind).toBe(R_OK);
+    expect(await p2.kind).toBe(R_OK);
+    // A prefix of site 1's order: both puts, or the first alone (never the second without the first).
+    expect([await q0.kind, await q2.kind]).toEqual(want);
   });
 });
 
