@@ -921,7 +921,7 @@ export class ShardPool {
    * thread's doorbell rings when it may go on. Returns whether it applied anything.
    */
   serveSources(): boolean {
-    if (this.serving || !this.running) return false;
+    if (this.serving || !this.running || this.applyHeld) return false;
     this.serving = true;
     const seq = this.seq as BatchSequence;
     const here = this.links[this.site] as HereShard;
@@ -1086,6 +1086,17 @@ export class ShardPool {
     this.partsHeld[shard] = held ? 1 : 0;
     if (!held) this.flush();
   }
+
+  /**
+   * For tests, in a mesh: while held, the shard here applies nothing (as if its thread were busy
+   * elsewhere); what the sites hand it waits in its rings.
+   */
+  holdApply(held: boolean): void {
+    this.applyHeld = held;
+    if (!held) this.serveSources();
+  }
+
+  private applyHeld = false;
 
   /** Requests for shards on other threads not yet in their rings (full). */
   unpublished(): boolean {

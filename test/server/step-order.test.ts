@@ -226,7 +226,9 @@ describe('steps on several shards, in the order they were read', () => {
     s.router.pool.holdRequests(1, true);
     await p.send(`use ${AWAY}\r\nput 0 0 60 1\r\nA\r\nuse ${THIRD}\r\nput 0 0 60 1\r\nB\r\n`);
     await p.expect(`USING ${AWAY}\r\nINSERTED 3\r\nUSING ${THIRD}\r\nINSERTED 4\r\n`);
-    expect(s.router.pool.afterRecords).toBe(1);
+    // At least the second put's (the first one's too if a park was still on its way to its shard:
+    // the worker counts as waiting from the moment its parks are sent).
+    expect(s.router.pool.afterRecords).toBeGreaterThanOrEqual(1);
     s.router.pool.holdRequests(1, false);
   });
 });

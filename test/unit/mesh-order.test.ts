@@ -11,7 +11,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeMesh, ShardPool, type ReplyTarget } from '../../src/route/shards.ts';
 import { recover } from '../../workers/wal/reader.ts';
-import { OP_DELETE, OP_PEEK_READY, OP_PUT, R_JOB, R_NONE, R_OK, replyKind } from '../../src/shared/records.ts';
+import { E_RESERVED, OP_DELETE, OP_FAN_WAIT, OP_PEEK_READY, OP_PUT, R_JOB, R_NONE, R_OK, replyKind } from '../../src/shared/records.ts';
+import { Claims } from '../../src/shared/claims.ts';
 
 const pools: ShardPool[] = [];
 afterEach(async () => {
@@ -161,6 +162,64 @@ describe('mesh: one order over every site\'s segments (src/shared/sequence.ts)',
     expect(await p2.kind).toBe(R_OK);
     // A prefix of site 1's order: both puts, or the first alone (never the second without the first).
     expect([await q0.kind, await q2.kind]).toEqual(want);
+  });
+});
+
+describe('mesh: a step waits for the other shards while a reserve over several shards is parked', () => {
+  it('put to tube a (shard 0), then to tube b (shard 2): the worker waiting on both gets the a job even when shard 0 is late', async () => {
+    const mesh = makeMesh(3);
+    const claims = Claims.create();
+    const reserved: number[] = [];
+    const sites = [0, 1, 2, 3].map((i) => {
+      const pool = new ShardPool(
+        { shards: 3, mesh: { mesh, site: i }, config: { claims: claims.shared } },
+        {
+          event: (_shard, buf, at) => {
+            if (replyKind(buf, at) === E_RESERVED) reserved.push(buf.readDoubleLE(at + 24));
+          },
+          batchDone: () => {},
+          fatal: (_s, err) => {
+            throw err;
+          },
+        },
+      );
+      pools.push(pool);
+      return pool;
+    });
+    // Connection 7 (served by site 3: 7 % 4) waits over tube 5 on shard 0 and tube 6 on shard 2.
+    const slot = claims.slot();
+    const ticket = claims.open(slot);
+    const parks = [0, 2].map((shard) => {
+      const a = answer();
+      const w = sites[3].request(shard, 0, a.target, ticket);
+      w.header(OP_FAN_WAIT, 4, 7, 1, 0, slot, ticket);
+      w.u32(shard === 0 ? 5 : 6);
+      return a.kind;
+    });
+    sites[3].flush();
+    expect(await Promise.all(parks)).toEqual([R_OK, R_OK]);
+    // Shard 0's thread is busy elsewhere: site 1's put to tube 5 waits in its ring, and the put
+    // to tube 6, numbered after it, reaches shard 2 at once.
+    sites[0].holdApply(true);
+    const p1 = answer();
+    const p2 = answer();
+    sites[1].readyStep(0);
+    put(sites[1], 0, 5, 1, p1.target);
+    sites[1].readyStep(2);
+    put(sites[1], 2, 6, 2, p2.target);
+    sites[1].flush();
+    expect(await settled(p2.kind)).toBe(false); // shard 2 waits for shard 0's frontier
+    expect(reserved).toEqual([]);
+    expect(sites[2].frontierWaits).toBeGreaterThan(0);
+    sites[0].holdApply(false);
+    expect(await p1.kind).toBe(R_OK);
+    expect(await p2.kind).toBe(R_OK);
+    await settled(new Promise<number>(() => {}));
+    expect(reserved).toEqual([1]); // beanstalkd's pick: the first put; job 2 stays ready
+    const q = answer();
+    sites[3].request(2, 0, q.target, 0).header(OP_PEEK_READY, 0, 10, 6, 0, 0, 0);
+    sites[3].flush();
+    expect(await q.kind).toBe(R_JOB);
   });
 });
 
