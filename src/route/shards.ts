@@ -1008,11 +1008,13 @@ export class ShardPool {
   };
 
   /**
-   * Nothing left to apply: publishes the frontier, the clock's value (or a lower number a site is
-   * writing here), read before the last look at the sources. True if that look found something.
+   * Nothing left to apply: if some shard waits for frontiers, publishes this one's, the clock's
+   * value (or a lower number a site is writing here), read before the last look at the sources.
+   * True if that look found something.
    */
   private settle(): boolean {
     const seq = this.seq as BatchSequence;
+    if (!seq.anyWants()) return false;
     const k = seq.now();
     const low = seq.lowestWriting(this.site, this.site, k);
     this.pullAll();

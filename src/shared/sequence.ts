@@ -40,6 +40,8 @@ const TAKING = 1;
 const WRITING = 2;
 
 const CLOCK = 0;
+/** How many shards wait for frontiers now (on the clock's line: read with it). */
+const WANTERS = 1;
 const LINE = 16; // int32 words in a 64-byte cache line
 // Per shard (a line each): its frontier, and the number it waits for the others to reach (WANT_NONE: none).
 const FRONTIER = 0;
@@ -146,10 +148,7 @@ export class BatchSequence {
     return Atomics.load(this.words, LINE * (1 + shard) + FRONTIER);
   }
 
-  /**
-   * `shard` has applied everything numbered before `f` and will apply nothing lower. Returns
-   * whether some shard waits for frontiers (the caller rings those that want(): wanting()).
-   */
+  /** `shard` has applied everything numbered before `f` and will apply nothing lower. */
   publish(shard: number, f: number): void {
     Atomics.store(this.words, LINE * (1 + shard) + FRONTIER, f);
   }
@@ -158,12 +157,20 @@ export class BatchSequence {
   want(shard: number, c: number): void {
     const base = LINE * (1 + shard);
     Atomics.store(this.words, base + WANT, c);
-    Atomics.store(this.words, base + WANTING, 1);
+    if (Atomics.exchange(this.words, base + WANTING, 1) === 0) Atomics.add(this.words, WANTERS, 1);
   }
 
   /** `shard` waits no more. */
   wantNone(shard: number): void {
-    Atomics.store(this.words, LINE * (1 + shard) + WANTING, 0);
+    if (Atomics.exchange(this.words, LINE * (1 + shard) + WANTING, 0) === 1) Atomics.sub(this.words, WANTERS, 1);
+  }
+
+  /**
+   * Whether some shard waits for frontiers. Only then need a shard with nothing to apply publish
+   * its own: one that starts to wait says so first, then rings the shards that are behind.
+   */
+  anyWants(): boolean {
+    return Atomics.load(this.words, WANTERS) !== 0;
   }
 
   /** Whether `shard` waits for the other shards' frontiers to reach `f` or less. */
