@@ -575,11 +575,10 @@ export class ShardPool {
   private cutHead = 0;
   /** Where the open segment starts in each link's writer. */
   private readonly segStart: Int32Array;
-  /** The segment being written (its parts did not all fit their rings yet): its number, its ends, -1: none. */
-  private writingNum = 0;
+  /** A segment is being written (its parts did not all fit their rings yet), up to partEnd in each writer. */
   private writing = false;
   private readonly partEnd: Int32Array;
-  /** take()'s shards. */
+  /** take()'s shards; while writing, -1 for each part already all in its ring. */
   private readonly partShards: Int32Array;
   /** holdPart (tests). */
   private readonly partsHeld: Uint8Array;
@@ -692,6 +691,9 @@ export class ShardPool {
    * it, how far it must get (all of it: earlier steps, and the parks of reserves waiting over
    * several shards, whose claims they may win); the shard lets those go first if such a reserve
    * is parked in it (src/shared/order.ts). Call it just before request().
+   *
+   * In a mesh: starts a new segment if the open one holds a request to another shard (cutBefore;
+   * src/shared/sequence.ts).
    */
   readyStep(shard: number): void {
     if (this.seq !== null) {
@@ -833,6 +835,7 @@ export class ShardPool {
       }
       if (blocked) return;
       const num = seq.take(this.site, this.partShards, parts);
+      if (seq.refreshDue(num)) for (let z = 0; z < shards; z++) this.siteBells[z].ring();
       if (local) {
         const here = links[this.site] as HereShard;
         const inc = (this.local as Source).incoming as RecordWriter;
@@ -936,9 +939,9 @@ export class ShardPool {
         }
         const c = best.headSeq();
         if (seq.blocks(this.site, this.site, c)) {
-          // A site is writing a lower number (or taking one): it rings when it is done.
-          const low = seq.lowestWriting(this.site, this.site, c);
-          if (low !== null) this.publishFrontier(low);
+          // A site is writing a lower number (or taking one): it rings when it is done. (No
+          // frontier from here: that site may finish between this look and any other, and its
+          // segment would be in a ring not read since.)
           this.blockedAt = c;
           break;
         }
@@ -950,6 +953,13 @@ export class ShardPool {
         best.beginBatch();
         any = true;
         if (here.serveBatch(best.site, best.reader, this.mayApply)) break;
+      }
+      // Asked to publish afresh (BatchSequence.refreshDue) while never idle: everything before
+      // the segment applied last is applied.
+      const epoch = seq.refreshEpoch();
+      if (any && this.stalledAt === null && this.refreshSeen !== epoch) {
+        this.publishFrontier(this.applying);
+        this.refreshSeen = epoch;
       }
     } finally {
       this.serving = false;
@@ -970,8 +980,11 @@ export class ShardPool {
   private mayGoOn(): boolean {
     const seq = this.seq;
     if (seq === null) return false;
-    if (this.stalledAt !== null && seq.behind(this.site, this.stalledAt) === -1) return true;
-    return this.blockedAt !== null && !seq.blocks(this.site, this.site, this.blockedAt);
+    if (this.stalledAt !== null) return seq.behind(this.site, this.stalledAt) === -1;
+    if (this.blockedAt !== null) return !seq.blocks(this.site, this.site, this.blockedAt);
+    // A shard that waits for this one's frontier rang it: it may have rung while this thread was
+    // applying, after its last look (settle).
+    return this.local !== null && seq.wantedAbove(this.site, this.published);
   }
 
   /**
@@ -1014,18 +1027,27 @@ export class ShardPool {
    */
   private settle(): boolean {
     const seq = this.seq as BatchSequence;
-    if (!seq.anyWants()) return false;
+    const epoch = seq.refreshEpoch();
+    if (!seq.anyWants() && epoch === this.refreshSeen) return false;
     const k = seq.now();
     const low = seq.lowestWriting(this.site, this.site, k);
     this.pullAll();
     if (this.lowest() !== null) return true;
-    if (low !== null) this.publishFrontier(low);
+    if (low !== null) {
+      this.publishFrontier(low);
+      this.refreshSeen = epoch;
+    }
     return false;
   }
 
+  /** The refresh (BatchSequence.refreshDue) this shard last published for. */
+  private refreshSeen = 0;
+
   /** The shard here has applied everything numbered before `f`: publishes it and rings the shards waiting for it. */
   private publishFrontier(f: number): void {
-    if (!before(this.published, f)) return;
+    // (Never lower than the last: everything before that was applied. Compared by equality, as
+    // the last may be older than before() can tell.)
+    if (f === this.published) return;
     const seq = this.seq as BatchSequence;
     this.published = f;
     seq.publish(this.site, f);

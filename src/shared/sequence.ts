@@ -42,6 +42,14 @@ const WRITING = 2;
 const CLOCK = 0;
 /** How many shards wait for frontiers now (on the clock's line: read with it). */
 const WANTERS = 1;
+/** Moves every REFRESH_EVERY numbers: every shard publishes its frontier afresh then (refreshDue). */
+const REFRESH = 2;
+/**
+ * Frontiers are compared with numbers in flight (before()), which is right only while they are
+ * less than 2^31 apart; a shard that nobody waited for might keep an old one that long. So every
+ * 2^28 numbers every shard is asked to publish afresh.
+ */
+const REFRESH_EVERY = 1 << 28;
 const LINE = 16; // int32 words in a 64-byte cache line
 // Per shard (a line each): its frontier, and the number it waits for the others to reach (WANT_NONE: none).
 const FRONTIER = 0;
@@ -74,6 +82,9 @@ export class BatchSequence {
   }
 
   static attach(sab: SharedArrayBuffer, shards: number): BatchSequence {
+    const stride = Math.ceil((2 * shards) / LINE) * LINE;
+    const want = (LINE * (1 + shards) + stride * (shards + 1)) * 4;
+    if (sab.byteLength !== want) throw new RangeError(`BatchSequence: ${shards} shards need ${want} bytes, got ${sab.byteLength}`);
     return new BatchSequence(sab, shards);
   }
 
@@ -100,6 +111,20 @@ export class BatchSequence {
       Atomics.store(w, a, WRITING);
     }
     return num;
+  }
+
+  /**
+   * Whether number `num` (just taken) starts a new refresh: the caller rings every shard, which
+   * then publishes its frontier afresh (refreshEpoch() moved).
+   */
+  refreshDue(num: number): boolean {
+    if ((num & (REFRESH_EVERY - 1)) !== 0) return false;
+    Atomics.add(this.words, REFRESH, 1);
+    return true;
+  }
+
+  refreshEpoch(): number {
+    return Atomics.load(this.words, REFRESH);
   }
 
   /** `site`'s part for `shard` is all in the shard's ring. */
@@ -177,6 +202,17 @@ export class BatchSequence {
   wants(shard: number, f: number): boolean {
     const base = LINE * (1 + shard);
     return Atomics.load(this.words, base + WANTING) === 1 && !before(f, Atomics.load(this.words, base + WANT));
+  }
+
+  /** Whether a shard other than `shard` waits for frontiers to reach more than `f`. */
+  wantedAbove(shard: number, f: number): boolean {
+    if (!this.anyWants()) return false;
+    for (let z = 0; z < this.shards; z++) {
+      if (z === shard) continue;
+      const base = LINE * (1 + z);
+      if (Atomics.load(this.words, base + WANTING) === 1 && before(f, Atomics.load(this.words, base + WANT))) return true;
+    }
+    return false;
   }
 
   /** The first shard other than `shard` whose frontier is before `c`, or -1. */

@@ -174,10 +174,12 @@ describe('steps on several shards, in the order they were read', () => {
 
   // Nothing held: the race as it comes, many times over, both orders of the two tubes.
   it.each([
-    ['two shard threads', AWAY, THIRD],
-    ['a shard thread and the shard here', AWAY, HERE],
-  ])('two puts in one read, round after round (%s): the waiting worker always gets the first', async (_name, a, b) => {
-    await start();
+    ['two shard threads', AWAY, THIRD, false],
+    ['a shard thread and the shard here', AWAY, HERE, false],
+    ['connections on a thread per shard (src/shared/sequence.ts)', AWAY, THIRD, true],
+  ])('two puts in one read, round after round (%s): the waiting worker always gets the first', async (_name, a, b, connectionThreads) => {
+    if (connectionThreads) await t.start({ port: 0, shards: SHARDS, logLevel: 'silent', workq: null, connectionThreads: true });
+    else await start();
     const w = await waitingOver(a, b);
     const p = await t.open();
     const m = await t.open();
@@ -192,6 +194,28 @@ describe('steps on several shards, in the order they were read', () => {
       await m.ask(`delete ${id + 1}`, 'DELETED\r\n');
       await w.send('reserve\r\n');
       await untilParked(m, [a, b]);
+    }
+  });
+
+  it('connections on a thread per shard: a worker waiting over two shards gets each put, round after round (each put waits for the other shard\'s frontier)', async () => {
+    // Every put finds the worker parked in both shards, so the put's shard waits for the other
+    // shard to publish how far it has got, and rings it for that. A ring that came while that
+    // shard was busy, and was not looked at again before it slept, left the put waiting until
+    // some other request woke the thread (seen within a few hundred rounds).
+    await t.start({ port: 0, shards: 2, logLevel: 'silent', workq: null, connectionThreads: true });
+    const [a, b] = ['ta', 'tb'];
+    expect([shardOf(a, 2), shardOf(b, 2)]).toEqual([0, 1]);
+    const w = await t.open();
+    await w.ask(`watch ${a}`, 'WATCHING 2\r\n');
+    await w.ask(`watch ${b}`, 'WATCHING 3\r\n');
+    const p = await t.open();
+    await p.ask(`use ${a}`, `USING ${a}\r\n`);
+    for (let round = 1; round <= 1000; round++) {
+      await w.send('reserve\r\n');
+      await new Promise((r) => setTimeout(r, 1)); // it parks meanwhile (mostly)
+      await p.ask('put 0 0 60 1\r\nx', `INSERTED ${round}\r\n`);
+      await w.expect(`RESERVED ${round} 1\r\nx\r\n`, 3000);
+      await w.ask(`delete ${round}`, 'DELETED\r\n');
     }
   });
 
