@@ -45,7 +45,9 @@ describe('BodyStore', () => {
     expect(s.get(2).length).toBe(0);
   });
 
-  it('refuses a chunk past CHUNKS_MAX (chunk numbers are 2 bytes a slot)', () => {
+  // 65,535 chunks of one body each: every roll-over sums the live bytes of every chunk
+  // (nextChunkSize), so this takes ~14 s alone and more beside the rest of the suite.
+  it('refuses a chunk past CHUNKS_MAX (chunk numbers are 2 bytes a slot)', { timeout: 120_000 }, () => {
     expect(CHUNKS_MAX).toBe(0xffff);
     const s = new BodyStore(64, 2, 64);
     s.growSlots(CHUNKS_MAX + 1);
