@@ -577,6 +577,9 @@ export class ShardPool {
   private readonly segStart: Int32Array;
   /** A segment is being written (its parts did not all fit their rings yet), up to partEnd in each writer. */
   private writing = false;
+  /** Its number, and which of its parts have their OP_BATCH record in the ring. */
+  private writingNum = 0;
+  private readonly partsMarked: Uint8Array;
   private readonly partEnd: Int32Array;
   /** take()'s shards; while writing, -1 for each part already all in its ring. */
   private readonly partShards: Int32Array;
@@ -603,6 +606,7 @@ export class ShardPool {
     this.partEnd = new Int32Array(opts.shards);
     this.partShards = new Int32Array(opts.shards);
     this.partsHeld = new Uint8Array(opts.shards);
+    this.partsMarked = new Uint8Array(opts.shards);
     this.seq = m === undefined ? null : BatchSequence.attach(m.mesh.order, m.mesh.shards);
     if (m === undefined) {
       this.site = 0;
@@ -643,6 +647,11 @@ export class ShardPool {
         }
       }
       for (let s = 0; s < this.sites; s++) this.siteBells.push(Doorbell.attach(mesh.bells[s]));
+      for (let z = 0; z < mesh.shards; z++) {
+        const into: Ring[] = [];
+        for (let s = 0; s < this.sites; s++) if (s !== z) into.push(Ring.attach(mesh.requests[s][z] as SharedArrayBuffer));
+        this.ringsInto.push(into);
+      }
       if (site < mesh.shards) {
         this.local = new Source(site, null, null, null);
         this.sources.push(this.local);
@@ -834,6 +843,7 @@ export class ShardPool {
         continue;
       }
       if (blocked) return;
+      if (local) this.markBusy(); // before its number exists: see BatchSequence.idle
       const num = seq.take(this.site, this.partShards, parts);
       if (seq.refreshDue(num)) for (let z = 0; z < shards; z++) this.siteBells[z].ring();
       if (local) {
@@ -844,7 +854,8 @@ export class ShardPool {
         inc.bytes(here.writer.buf, here.sent, end);
         here.sent = end;
       }
-      for (let i = 0; i < parts; i++) (links[this.partShards[i]] as RingLink).beginSegment(num);
+      this.partsMarked.fill(0);
+      this.writingNum = num;
       this.writingParts = parts;
       this.writing = true;
       if (fromCut) this.cutHead += shards;
@@ -882,6 +893,11 @@ export class ShardPool {
         continue;
       }
       const link = this.links[z] as RingLink;
+      if (this.partsMarked[z] === 0) {
+        // (Room for it was there before the number was taken, and only this thread writes here.)
+        link.beginSegment(this.writingNum);
+        this.partsMarked[z] = 1;
+      }
       if (link.sendUpTo(this.partEnd[z])) {
         seq.written(this.site, z);
         this.partShards[i] = -1;
@@ -929,12 +945,16 @@ export class ShardPool {
     const seq = this.seq as BatchSequence;
     const here = this.links[this.site] as HereShard;
     let any = false;
+    this.markBusy(); // before it reads its rings: see BatchSequence.idle
     try {
       for (;;) {
         this.pullAll();
         let best = this.lowest();
         if (best === null) {
           if (this.settle()) continue;
+          // All read is applied and the rings were empty at the last look.
+          this.idleNow = true;
+          seq.setIdle(this.site, true);
           break;
         }
         const c = best.headSeq();
@@ -970,6 +990,30 @@ export class ShardPool {
 
   /** The number of the segment the shard here is applying. */
   private applying = 0;
+  /** What this shard last said of itself in BatchSequence.idle. */
+  private idleNow = false;
+
+  private markBusy(): void {
+    if (!this.idleNow) return;
+    this.idleNow = false;
+    (this.seq as BatchSequence).setIdle(this.site, false);
+  }
+
+  /**
+   * Whether shard `z` has applied everything numbered before `c`, as far as shared memory tells
+   * without waking it: it said it was idle, no thread is taking or writing a number for it, every
+   * ring into it is empty, and it still says it is idle (it reads its rings only after it says it
+   * is not). See BatchSequence.idle.
+   */
+  private caughtUp(z: number, c: number): boolean {
+    const seq = this.seq as BatchSequence;
+    if (!seq.idle(z) || seq.blocks(z, z, c)) return false;
+    for (const ring of this.ringsInto[z]) if (ring.readable() > 0) return false;
+    return seq.idle(z);
+  }
+
+  /** Mesh: ringsInto[z], every ring other sites write shard z's requests into (for caughtUp). */
+  private readonly ringsInto: Ring[][] = [];
   /** The segment the shard here waits to apply while a site writes a lower one; null: none. */
   private blockedAt: number | null = null;
 
@@ -980,7 +1024,7 @@ export class ShardPool {
   private mayGoOn(): boolean {
     const seq = this.seq;
     if (seq === null) return false;
-    if (this.stalledAt !== null) return seq.behind(this.site, this.stalledAt) === -1;
+    if (this.stalledAt !== null) return !this.anyBehind(this.stalledAt);
     if (this.blockedAt !== null) return !seq.blocks(this.site, this.site, this.blockedAt);
     // A shard that waits for this one's frontier rang it: it may have rung while this thread was
     // applying, after its last look (settle).
@@ -997,7 +1041,7 @@ export class ShardPool {
     if (!here.core.stepWaits(buf, at)) return true;
     const seq = this.seq as BatchSequence;
     const c = this.applying;
-    if (seq.behind(this.site, c) !== -1) {
+    if (this.anyBehind(c)) {
       // Everything before c is applied here: say so first, so a shard waiting for this one can go on.
       this.publishFrontier(c);
       seq.want(this.site, c);
@@ -1007,7 +1051,7 @@ export class ShardPool {
       }
       let behind = false;
       for (let z = 0; z < this.links.length; z++) {
-        if (z === this.site || !before(seq.frontier(z), c)) continue;
+        if (z === this.site || !before(seq.frontier(z), c) || this.caughtUp(z, c)) continue;
         behind = true;
         this.siteBells[z].ring(); // it publishes afresh
       }
@@ -1019,6 +1063,15 @@ export class ShardPool {
     }
     return true;
   };
+
+  /** Whether some other shard may not have applied everything numbered before `c` (frontier, or caughtUp). */
+  private anyBehind(c: number): boolean {
+    const seq = this.seq as BatchSequence;
+    for (let z = 0; z < this.links.length; z++) {
+      if (z !== this.site && before(seq.frontier(z), c) && !this.caughtUp(z, c)) return true;
+    }
+    return false;
+  }
 
   /**
    * Nothing left to apply: if some shard waits for frontiers, publishes this one's, the clock's

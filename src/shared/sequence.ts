@@ -28,8 +28,11 @@
 // c. With nothing to apply, it is the clock's value read before its look at the sites and rings:
 // anything numbered lower is already applied. A shard that waits for another one's frontier says
 // so (WANT) and rings that one's doorbell, so it publishes afresh; a shard that publishes rings
-// those that want it. No wait is for ever: the lowest number not yet applied anywhere waits for
-// nothing lower, and every shard applies its lowest number first.
+// those that want it. An idle shard need not be woken at all: it says in shared memory when its
+// last pass applied all it read (idle()), and a shard that finds it so, with no thread writing to
+// it and its rings empty, knows it has applied everything numbered before (ShardPool.caughtUp).
+// No wait is for ever: the lowest number not yet applied anywhere waits for nothing lower, and
+// every shard applies its lowest number first.
 //
 // Numbers are free-running int32 compared with `| 0` (before()): what is in flight at once stays
 // far below 2^31 segments.
@@ -55,6 +58,8 @@ const LINE = 16; // int32 words in a 64-byte cache line
 const FRONTIER = 0;
 const WANT = 1;
 const WANTING = 2;
+/** 1: the shard's last pass applied all it had read and found its rings empty (idle()). */
+const IDLE = 3;
 
 /** Whether number `a` comes before `b`. */
 export const before = (a: number, b: number): boolean => ((a - b) | 0) < 0;
@@ -215,11 +220,18 @@ export class BatchSequence {
     return false;
   }
 
-  /** The first shard other than `shard` whose frontier is before `c`, or -1. */
-  behind(shard: number, c: number): number {
-    for (let z = 0; z < this.shards; z++) {
-      if (z !== shard && before(this.frontier(z), c)) return z;
-    }
-    return -1;
+  /**
+   * Whether `shard` has nothing left to apply as of its last pass: set to false before it reads
+   * its rings (and before its own thread numbers a segment with a part for it), to true once a
+   * pass has applied all it read and found nothing more. With every ring into it empty and no
+   * thread writing to it in between two reads that say true, it has applied everything numbered
+   * before: what another shard can tell without waking it (ShardPool.caughtUp).
+   */
+  idle(shard: number): boolean {
+    return Atomics.load(this.words, LINE * (1 + shard) + IDLE) === 1;
+  }
+
+  setIdle(shard: number, idle: boolean): void {
+    Atomics.store(this.words, LINE * (1 + shard) + IDLE, idle ? 1 : 0);
   }
 }

@@ -166,7 +166,8 @@ describe('mesh: one order over every site\'s segments (src/shared/sequence.ts)',
 });
 
 describe('mesh: a step waits for the other shards while a reserve over several shards is parked', () => {
-  it('put to tube a (shard 0), then to tube b (shard 2): the worker waiting on both gets the a job even when shard 0 is late', async () => {
+  /** Four sites over three shards, sharing claims; the jobs reserved for connection 7 (site 3's), in order. */
+  async function parkedOverTwo(): Promise<{ sites: ShardPool[]; reserved: number[] }> {
     const mesh = makeMesh(3);
     const claims = Claims.create();
     const reserved: number[] = [];
@@ -198,6 +199,22 @@ describe('mesh: a step waits for the other shards while a reserve over several s
     });
     sites[3].flush();
     expect(await Promise.all(parks)).toEqual([R_OK, R_OK]);
+    return { sites, reserved };
+  }
+
+  /** After both puts: job 1 went to the worker, job 2 is still ready in tube 6. */
+  async function firstWon(sites: ShardPool[], reserved: number[], puts: Promise<number>[]): Promise<void> {
+    expect(await Promise.all(puts)).toEqual([R_OK, R_OK]);
+    await settled(new Promise<number>(() => {}));
+    expect(reserved).toEqual([1]); // beanstalkd's pick: the first put; job 2 stays ready
+    const q = answer();
+    sites[3].request(2, 0, q.target, 0).header(OP_PEEK_READY, 0, 10, 6, 0, 0, 0);
+    sites[3].flush();
+    expect(await q.kind).toBe(R_JOB);
+  }
+
+  it('put to tube a (shard 0), then to tube b (shard 2): the worker waiting on both gets the a job even when shard 0 is late', async () => {
+    const { sites, reserved } = await parkedOverTwo();
     // Shard 0's thread is busy elsewhere: site 1's put to tube 5 waits in its ring, and the put
     // to tube 6, numbered after it, reaches shard 2 at once.
     sites[0].holdApply(true);
@@ -208,18 +225,28 @@ describe('mesh: a step waits for the other shards while a reserve over several s
     sites[1].readyStep(2);
     put(sites[1], 2, 6, 2, p2.target);
     sites[1].flush();
-    expect(await settled(p2.kind)).toBe(false); // shard 2 waits for shard 0's frontier
+    expect(await settled(p2.kind)).toBe(false); // shard 2 waits for shard 0
     expect(reserved).toEqual([]);
     expect(sites[2].frontierWaits).toBeGreaterThan(0);
     sites[0].holdApply(false);
-    expect(await p1.kind).toBe(R_OK);
-    expect(await p2.kind).toBe(R_OK);
-    await settled(new Promise<number>(() => {}));
-    expect(reserved).toEqual([1]); // beanstalkd's pick: the first put; job 2 stays ready
-    const q = answer();
-    sites[3].request(2, 0, q.target, 0).header(OP_PEEK_READY, 0, 10, 6, 0, 0, 0);
+    await firstWon(sites, reserved, [p1.kind, p2.kind]);
+  });
+
+  it('the same with shard 0 idle and its put still being written by another site: not taken for caught up', async () => {
+    const { sites, reserved } = await parkedOverTwo();
+    // Shard 0 is idle (it says so in shared memory) and its rings are empty, but site 1 has
+    // numbered a put for it and not written it yet; site 0 (main's) put to shard 2 comes after.
+    sites[1].holdPart(0, true);
+    const p1 = answer();
+    put(sites[1], 0, 5, 1, p1.target);
+    sites[1].flush();
+    const p2 = answer();
+    put(sites[3], 2, 6, 2, p2.target);
     sites[3].flush();
-    expect(await q.kind).toBe(R_JOB);
+    expect(await settled(p2.kind)).toBe(false); // shard 2 waits for shard 0
+    expect(reserved).toEqual([]);
+    sites[1].holdPart(0, false);
+    await firstWon(sites, reserved, [p1.kind, p2.kind]);
   });
 });
 
