@@ -953,8 +953,10 @@ export class ShardPool {
         if (best === null) {
           if (this.settle()) continue;
           // All read is applied and the rings were empty at the last look.
-          this.idleNow = true;
-          seq.setIdle(this.site, true);
+          if (!this.idleNow) {
+            this.idleNow = true;
+            seq.setIdle(this.site, true);
+          }
           break;
         }
         const c = best.headSeq();
