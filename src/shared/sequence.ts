@@ -35,7 +35,7 @@
 // every shard applies its lowest number first.
 //
 // Numbers are free-running int32 compared with `| 0` (before()): what is in flight at once stays
-// far below 2^31 segments.
+// far below 2^31 segments, and frontiers are published afresh every 2^28 numbers (refreshDue).
 
 /** Per (site, shard): the site is taking a number for a part to the shard. */
 const TAKING = 1;
@@ -54,7 +54,8 @@ const REFRESH = 2;
  */
 const REFRESH_EVERY = 1 << 28;
 const LINE = 16; // int32 words in a 64-byte cache line
-// Per shard (a line each): its frontier, and the number it waits for the others to reach (WANT_NONE: none).
+// Per shard (a line each): its frontier, the number it waits for the others to reach (WANT) and
+// whether it waits (WANTING), and whether it is idle (IDLE, below).
 const FRONTIER = 0;
 const WANT = 1;
 const WANTING = 2;
