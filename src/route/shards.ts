@@ -162,20 +162,14 @@ class RingLink implements ShardLink {
   flush(force = false): void {
     const w = this.writer;
     if (w.len === this.flushed || (this.held && !force)) return;
-    const n = this.toShard.write(w.buf, this.flushed, w.len - this.flushed);
-    this.flushed += n;
-    if (this.flushed === w.len) {
-      this.base = (this.base + w.len) | 0;
-      w.reset();
-      this.flushed = 0;
-    }
-    if (n > 0) {
-      if (this.sentAt === 0) this.sentAt = performance.now();
-      this.bell.ring();
-    }
+    const was = this.flushed;
+    const all = this.sendUpTo(w.len);
+    const wrote = this.flushed !== was;
+    if (all) this.restart();
+    if (wrote) this.bell.ring();
   }
 
-  // ---- a mesh's segments (ShardPool.flushSegments) ----
+  // ---- writing into the ring (flush, and a mesh's segments: ShardPool.flushSegments) ----
 
   /** Bytes of the writer already in the ring (a mesh's part may be written in several goes). */
   get sent(): number {
@@ -401,7 +395,7 @@ class HereShard implements ShardLink {
     } finally {
       this.busy = false;
     }
-    this.flush(); // requests a reply's target made meanwhile (in a mesh: the pool's flush)
+    this.flush(); // requests a reply's target made meanwhile (none in a mesh: the router's turn hands them over)
     this.onClock();
   };
 
@@ -1053,7 +1047,7 @@ export class ShardPool {
       }
       let behind = false;
       for (let z = 0; z < this.links.length; z++) {
-        if (z === this.site || !before(seq.frontier(z), c) || this.caughtUp(z, c)) continue;
+        if (!this.isBehind(z, c)) continue;
         behind = true;
         this.siteBells[z].ring(); // it publishes afresh
       }
@@ -1066,13 +1060,15 @@ export class ShardPool {
     return true;
   };
 
-  /** Whether some other shard may not have applied everything numbered before `c` (frontier, or caughtUp). */
+  /** Whether some other shard may not have applied everything numbered before `c`. */
   private anyBehind(c: number): boolean {
-    const seq = this.seq as BatchSequence;
-    for (let z = 0; z < this.links.length; z++) {
-      if (z !== this.site && before(seq.frontier(z), c) && !this.caughtUp(z, c)) return true;
-    }
+    for (let z = 0; z < this.links.length; z++) if (this.isBehind(z, c)) return true;
     return false;
+  }
+
+  /** Whether shard `z` (not this one) may not have applied everything numbered before `c`: neither its frontier nor caughtUp says so. */
+  private isBehind(z: number, c: number): boolean {
+    return z !== this.site && before((this.seq as BatchSequence).frontier(z), c) && !this.caughtUp(z, c);
   }
 
   /**

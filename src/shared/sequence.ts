@@ -65,11 +65,17 @@ const IDLE = 3;
 /** Whether number `a` comes before `b`. */
 export const before = (a: number, b: number): boolean => ((a - b) | 0) < 0;
 
+/** Where shard `shard`'s line starts (after the clock's); lineOf(shards): where the sites' words start. */
+const lineOf = (shard: number): number => LINE * (1 + shard);
+/** Int32 words per site: a (state, number) pair per shard, rounded up to cache lines. */
+const siteStride = (shards: number): number => Math.ceil((2 * shards) / LINE) * LINE;
+/** Bytes for `shards` shards: the clock's line, a line per shard, then the sites' words. */
+const bytesFor = (shards: number): number => (lineOf(shards) + siteStride(shards) * (shards + 1)) * 4;
+
 export class BatchSequence {
   readonly sab: SharedArrayBuffer;
   private readonly words: Int32Array;
   private readonly shards: number;
-  /** Words per site: a (state, number) pair per shard, rounded up to cache lines. */
   private readonly siteStride: number;
   private readonly sitesAt: number;
 
@@ -77,19 +83,17 @@ export class BatchSequence {
     this.sab = sab;
     this.words = new Int32Array(sab);
     this.shards = shards;
-    this.siteStride = Math.ceil((2 * shards) / LINE) * LINE;
-    this.sitesAt = LINE * (1 + shards);
+    this.siteStride = siteStride(shards);
+    this.sitesAt = lineOf(shards);
   }
 
   /** For `shards` shards and `shards + 1` sites (each shard's thread, and the main thread). */
   static create(shards: number): BatchSequence {
-    const stride = Math.ceil((2 * shards) / LINE) * LINE;
-    return new BatchSequence(new SharedArrayBuffer((LINE * (1 + shards) + stride * (shards + 1)) * 4), shards);
+    return new BatchSequence(new SharedArrayBuffer(bytesFor(shards)), shards);
   }
 
   static attach(sab: SharedArrayBuffer, shards: number): BatchSequence {
-    const stride = Math.ceil((2 * shards) / LINE) * LINE;
-    const want = (LINE * (1 + shards) + stride * (shards + 1)) * 4;
+    const want = bytesFor(shards);
     if (sab.byteLength !== want) throw new RangeError(`BatchSequence: ${shards} shards need ${want} bytes, got ${sab.byteLength}`);
     return new BatchSequence(sab, shards);
   }
@@ -176,24 +180,24 @@ export class BatchSequence {
   }
 
   frontier(shard: number): number {
-    return Atomics.load(this.words, LINE * (1 + shard) + FRONTIER);
+    return Atomics.load(this.words, lineOf(shard) + FRONTIER);
   }
 
   /** `shard` has applied everything numbered before `f` and will apply nothing lower. */
   publish(shard: number, f: number): void {
-    Atomics.store(this.words, LINE * (1 + shard) + FRONTIER, f);
+    Atomics.store(this.words, lineOf(shard) + FRONTIER, f);
   }
 
   /** `shard` waits until every other shard's frontier reaches `c`. */
   want(shard: number, c: number): void {
-    const base = LINE * (1 + shard);
+    const base = lineOf(shard);
     Atomics.store(this.words, base + WANT, c);
     if (Atomics.exchange(this.words, base + WANTING, 1) === 0) Atomics.add(this.words, WANTERS, 1);
   }
 
   /** `shard` waits no more. */
   wantNone(shard: number): void {
-    if (Atomics.exchange(this.words, LINE * (1 + shard) + WANTING, 0) === 1) Atomics.sub(this.words, WANTERS, 1);
+    if (Atomics.exchange(this.words, lineOf(shard) + WANTING, 0) === 1) Atomics.sub(this.words, WANTERS, 1);
   }
 
   /**
@@ -206,7 +210,7 @@ export class BatchSequence {
 
   /** Whether `shard` waits for the other shards' frontiers to reach `f` or less. */
   wants(shard: number, f: number): boolean {
-    const base = LINE * (1 + shard);
+    const base = lineOf(shard);
     return Atomics.load(this.words, base + WANTING) === 1 && !before(f, Atomics.load(this.words, base + WANT));
   }
 
@@ -215,7 +219,7 @@ export class BatchSequence {
     if (!this.anyWants()) return false;
     for (let z = 0; z < this.shards; z++) {
       if (z === shard) continue;
-      const base = LINE * (1 + z);
+      const base = lineOf(z);
       if (Atomics.load(this.words, base + WANTING) === 1 && before(f, Atomics.load(this.words, base + WANT))) return true;
     }
     return false;
@@ -229,10 +233,10 @@ export class BatchSequence {
    * before: what another shard can tell without waking it (ShardPool.caughtUp).
    */
   idle(shard: number): boolean {
-    return Atomics.load(this.words, LINE * (1 + shard) + IDLE) === 1;
+    return Atomics.load(this.words, lineOf(shard) + IDLE) === 1;
   }
 
   setIdle(shard: number, idle: boolean): void {
-    Atomics.store(this.words, LINE * (1 + shard) + IDLE, idle ? 1 : 0);
+    Atomics.store(this.words, lineOf(shard) + IDLE, idle ? 1 : 0);
   }
 }
