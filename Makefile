@@ -45,7 +45,7 @@ bench-c: node_modules
 	node_modules/.bin/node bench/cycle-c.ts $(ARGS)
 
 # The thread-count sweep: the same C-generator points against beanstalkd and against shardstalk
-# with each shard count in THREADS, in both layouts: sN (connections on the main thread, which
+# with each shard count in THREADS, in both layouts: sN (--no-connection-threads: connections on the main thread, which
 # also runs the first shard; each other shard on a thread of its own) and cN (--connection-threads:
 # a thread per shard, each serving connections too). Each point runs on one tube and again over
 # 16 tubes (one generator each, tube i on shard i mod N), where cN places connections on the thread
@@ -54,7 +54,7 @@ bench-c: node_modules
 THREADS ?= 1 2
 THREAD_POINTS ?= c1x1,c10x1,c100x1,c1000x1,c100x16,c16x1t16,c160x1t16,c1600x1t16,c160x16t16,r10k,r20k
 bench-threads: node_modules
-	node_modules/.bin/node bench/cycle-c.ts --servers beanstalkd --points $(THREAD_POINTS) $(foreach t,$(THREADS),--variant 's$(t)=--shards $(t)' --variant 'c$(t)=--shards $(t) --connection-threads') $(ARGS)
+	node_modules/.bin/node bench/cycle-c.ts --servers beanstalkd --points $(THREAD_POINTS) $(foreach t,$(THREADS),--variant 's$(t)=--shards $(t) --no-connection-threads' --variant 'c$(t)=--shards $(t) --connection-threads') $(ARGS)
 
 # Memory side by side with beanstalkd (issue #15's points: idle, per idle connection, a drained
 # burst, connection churn, tubes that come and go); about 6 min.

@@ -1,12 +1,13 @@
 // The `shardstalk` command: beanstalkd's flags where they exist, plus --shards.
 
+import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { VERSION } from './version.ts';
 import { makeLogger } from './log.ts';
 import { startReclaimTimer } from './shared/reclaim.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
 import { BUSY_POLL_US_DEFAULT, BUSY_POLL_US_MAX } from './route/router.ts';
-import { FSYNC_MS_DEFAULT, HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer, WORKQ_PORT_DEFAULT } from './server.ts';
+import { connectionThreadsByDefault, connectionThreadsChosen, FSYNC_MS_DEFAULT, HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer, WORKQ_PORT_DEFAULT } from './server.ts';
 import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
 import { HTTP_METRICS_TUBES_DEFAULT, HTTP_PORT_DEFAULT } from './ops/http.ts';
 
@@ -34,7 +35,10 @@ Options:
  --all-shards-on-threads  the first shard on a thread of its own too (the connections' thread then
               only parses and routes; for comparisons and heavy pipelined load on many cores)
  --connection-threads  serve beanstalk connections on one thread per shard, each running its shard
-              (the main thread accepts and hands sockets over; workq and HTTP stay on it)
+              (the main thread accepts and hands sockets over; workq and HTTP stay on it); default:
+              on with 2 shards or more when there is a core for each besides the main thread's
+              (here, with the default shard count: ${connectionThreadsByDefault(os.availableParallelism(), shardsDefault()) ? 'on' : 'off'})
+ --no-connection-threads  serve every beanstalk connection on the main thread, whatever the cores
  --busy-poll-us N  every thread keeps polling this many microseconds after its last read (or
               request, a shard thread) before sleeping, so a client's next command needs no wake-up
               (0: sleep at once; default ${BUSY_POLL_US_DEFAULT} for the threads that can have a core to
@@ -72,6 +76,7 @@ try {
       shards: { type: 'string' },
       'all-shards-on-threads': { type: 'boolean' },
       'connection-threads': { type: 'boolean' },
+      'no-connection-threads': { type: 'boolean' },
       'busy-poll-us': { type: 'string' },
       'workq-listen': { type: 'string' },
       'no-workq': { type: 'boolean' },
@@ -116,15 +121,23 @@ if (o['http-token'] !== undefined && !/^[\x21-\x7e]{16,}$/.test(o['http-token'] 
 const httpExplicit = o.http !== undefined;
 const http = o['no-http'] ? null : httpExplicit ? hostPort('--http', o.http as string) : { host: HOST_DEFAULT, port: HTTP_PORT_DEFAULT };
 
+if (o['connection-threads'] && o['no-connection-threads']) fail('--connection-threads and --no-connection-threads contradict each other');
+const shards = intArg('--shards', o.shards, 1, 254) ?? shardsDefault();
+const connectionThreads = connectionThreadsChosen(
+  { on: o['connection-threads'], off: o['no-connection-threads'], allShardsOnThreads: o['all-shards-on-threads'] },
+  os.availableParallelism(),
+  shards,
+);
+
 const verbosity = o.V?.length ?? 0;
 const log = makeLogger(verbosity === 0 ? 'info' : verbosity === 1 ? 'debug' : 'trace');
 const server = await startServer({
   host: o.l ?? HOST_DEFAULT,
   port: intArg('-p', o.p, 0, 65535) ?? PORT_DEFAULT,
   maxJobSize: intArg('-z', o.z, 0, 1024 * 1024 * 1024) ?? JOB_SIZE_DEFAULT,
-  shards: intArg('--shards', o.shards, 1, 254) ?? shardsDefault(),
+  shards,
   shardHere: !(o['all-shards-on-threads'] ?? false),
-  connectionThreads: o['connection-threads'] ?? false,
+  connectionThreads,
   busyPollUs: intArg('--busy-poll-us', o['busy-poll-us'], 0, BUSY_POLL_US_MAX),
   binlogDir: o.b,
   fsyncMs: intArg('-f', o.f, 0, 86_400_000),

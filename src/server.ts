@@ -39,6 +39,30 @@ export function shardsDefault(): number {
  * RESERVED p50 at 10,000 jobs/s 297 µs with both threads polling (the generator got no core),
  * 136 µs with the main thread alone, 159 µs with neither.
  */
+/**
+ * Whether beanstalk connections are served on connection threads (ServerOptions.connectionThreads)
+ * unless told: with two shards or more, when the host has a core for each of their threads besides
+ * the main thread's (the rule busyPollByDefault applies to shard threads). Then connection work
+ * spreads over cores, as the many-core model in bench/RESULTS.md has it; on fewer cores the
+ * threads would share them, and the connections that hop to a busy tube's thread cost more than
+ * they save (measured on 2 cores, `--shards 2`, one tube: 0.77–0.82× of the one-thread layout
+ * at 10 and 100 connections; bench/RESULTS.md, session 11).
+ */
+export function connectionThreadsByDefault(cores: number, shards: number): boolean {
+  return shards >= 2 && cores >= shards + 1;
+}
+
+/**
+ * The command line's choice: `--connection-threads` or `--no-connection-threads` if given (not
+ * both), else off with `--all-shards-on-threads` (the layout with every connection on the main
+ * thread), else connectionThreadsByDefault.
+ */
+export function connectionThreadsChosen(flags: { on?: boolean; off?: boolean; allShardsOnThreads?: boolean }, cores: number, shards: number): boolean {
+  if (flags.on === true) return true;
+  if (flags.off === true || flags.allShardsOnThreads === true) return false;
+  return connectionThreadsByDefault(cores, shards);
+}
+
 export function busyPollByDefault(cores: number, shardThreads: number, connectionThreads: number): { main: boolean; shards: boolean; sites: boolean } {
   return { main: true, shards: cores > 1 + shardThreads, sites: cores > connectionThreads };
 }

@@ -70,7 +70,7 @@ export function serverArgs(o: ChildOptions): string[] {
   const args = [MAIN, '-l', '127.0.0.1', '-p', '0', '--shards', String(o.shards), '-b', o.dir, ...(o.fsync ?? ['-f', '0'])];
   if (o.segmentBytes !== undefined) args.push('-s', String(o.segmentBytes));
   if (o.skipCorrupt) args.push('--binlog-skip-corrupt');
-  if (o.connectionThreads) args.push('--connection-threads');
+  args.push(o.connectionThreads ? '--connection-threads' : '--no-connection-threads'); // not the host's default: the layout asked for
   args.push(...(o.workq ? ['--workq-listen', '127.0.0.1:0'] : ['--no-workq']));
   return args;
 }

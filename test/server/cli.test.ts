@@ -1,8 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
+import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { waitUntil } from '../support/harness.ts';
+import { connectionThreadsByDefault, connectionThreadsChosen } from '../../src/server.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 const NODE = process.execPath;
@@ -46,6 +48,9 @@ describe('the shardstalk command', () => {
     const bad = spawnSync(NODE, [MAIN, '-p', 'nope'], { encoding: 'utf8' });
     expect(bad.status).toBe(5);
     expect(bad.stderr).toContain('-p wants a whole number');
+    const both = spawnSync(NODE, [MAIN, '--connection-threads', '--no-connection-threads'], { encoding: 'utf8' });
+    expect(both.status).toBe(5);
+    expect(both.stderr).toContain('--connection-threads and --no-connection-threads contradict each other');
     const poll = spawnSync(NODE, [MAIN, '--busy-poll-us', '10001'], { encoding: 'utf8' });
     expect(poll.status).toBe(5);
     expect(poll.stderr).toContain('--busy-poll-us must be between 0 and 10000');
@@ -77,8 +82,45 @@ describe('the shardstalk command', () => {
     expect(log).toContain('shutting down');
   }, 20_000);
 
+  it('serves connections on threads by default with 2 shards or more and a core for each besides the main thread\'s', () => {
+    expect(connectionThreadsByDefault(2, 1)).toBe(false); // this machine's default: one shard
+    expect(connectionThreadsByDefault(2, 2)).toBe(false); // two threads would share two cores with the main thread
+    expect(connectionThreadsByDefault(3, 2)).toBe(true);
+    expect(connectionThreadsByDefault(16, 15)).toBe(true); // the default shard count on 16 cores
+    expect(connectionThreadsByDefault(16, 16)).toBe(false);
+    expect(connectionThreadsByDefault(64, 1)).toBe(false); // one shard: one thread serves everything anyway
+    // Flags win over the default; --all-shards-on-threads asks for the main-thread layout.
+    expect(connectionThreadsChosen({}, 16, 15)).toBe(true);
+    expect(connectionThreadsChosen({ off: true }, 16, 15)).toBe(false);
+    expect(connectionThreadsChosen({ allShardsOnThreads: true }, 16, 15)).toBe(false);
+    expect(connectionThreadsChosen({ on: true }, 2, 2)).toBe(true);
+    expect(connectionThreadsChosen({ on: true, allShardsOnThreads: true }, 2, 2)).toBe(true);
+  });
+
   it.each([
-    [['--shards', '2'], 1],
+    [['--shards', '2'], connectionThreadsByDefault(os.availableParallelism(), 2) ? 2 : 0],
+    [['--shards', '2', '--connection-threads'], 2],
+    [['--shards', '2', '--no-connection-threads'], 0],
+    [['--shards', '2', '--all-shards-on-threads'], 0],
+  ])('%j: %i connection threads', async (flags, threads) => {
+    const port = await freePort();
+    const child = spawn(NODE, [MAIN, '-l', '127.0.0.1', '-p', String(port), '--no-workq', '--no-http', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    child.stderr.on('data', (d) => (log += d.toString()));
+    try {
+      await waitUntil('listening', () => log.includes('listening (beanstalk)'), () => log);
+      const line = log.split('\n').find((l) => l.includes('listening (beanstalk)')) as string;
+      expect(JSON.parse(line).connectionThreads).toBe(threads);
+      expect(await ask(port, 'use t1\r\nput 0 0 10 2\r\nhi\r\n')).toMatch(/^USING t1\r\nINSERTED \d+\r\n$/);
+    } finally {
+      const exited = new Promise((resolve) => child.on('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }, 20_000);
+
+  it.each([
+    [['--shards', '2', '--no-connection-threads'], 1],
     [['--shards', '2', '--all-shards-on-threads'], 2],
     [['--shards', '1'], 0],
   ])('%j: the first shard runs on the connections\' thread unless told otherwise (%i shard threads)', async (flags, threads) => {
