@@ -73,6 +73,8 @@ export class BodyStore {
   private cur: number;
   private readonly minChunk: number;
   private compacting = false;
+  /** Bytes of live records in all chunks (the sum of their `live`), kept as they change. */
+  private live = 0;
   /** Number of compactions so far (observable for tests and stats). */
   compactions = 0;
 
@@ -146,6 +148,7 @@ export class BodyStore {
     const c = this.chunks[cid] as Chunk;
     const size = recordSize(this.lenOf.get(slot));
     c.live -= size;
+    this.live -= size;
     this.chunkOf[slot] = NO_CHUNK;
     this.lenOf.clear(slot);
     if (cid === this.cur) {
@@ -169,9 +172,7 @@ export class BodyStore {
 
   /** Bytes of live records (the bodies; 1 for an empty one). */
   get liveBytes(): number {
-    let n = 0;
-    for (const c of this.chunks) if (c) n += c.live;
-    return n;
+    return this.live;
   }
 
   /** Size of the next regular chunk: a power of two >= a quarter of the live bytes, within
@@ -206,6 +207,9 @@ export class BodyStore {
   check(liveSlots: number): void {
     const records: number[][] = this.chunks.map(() => []); // per chunk: offset, size pairs
     let owned = 0;
+    let liveAll = 0;
+    for (const c of this.chunks) if (c) liveAll += c.live;
+    if (liveAll !== this.live) throw new Error(`bodystore: chunks hold ${liveAll} live bytes, the total says ${this.live}`);
     for (let s = 0; s < this.chunkOf.length; s++) {
       const cid = this.chunkOf[s];
       if (cid === NO_CHUNK) continue;
@@ -254,6 +258,7 @@ export class BodyStore {
     if (slot > c.hi) c.hi = slot;
     c.used += size;
     c.live += size;
+    this.live += size;
     this.chunkOf[slot] = cid;
     this.offOf[slot] = off;
     this.lenOf.set(slot, len);
@@ -283,6 +288,7 @@ export class BodyStore {
       const len = this.lenOf.get(s);
       chunkOf[s] = NO_CHUNK;
       c.live -= recordSize(len);
+      this.live -= recordSize(len);
       this.place(s, c.buf, off, off + len);
     }
     this.compacting = false;
