@@ -213,7 +213,7 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
   });
   const beanstalk = new BeanstalkServer(router);
   const threads = mesh === null ? null : new ConnectionThreads(
-    { mesh, shared: router.shared, counters: beanstalk.counters.shared, jobSizeMax, wal, logLevel, walFaults: opts.walFaults, backlogBytes: opts.backlogBytes, busyPollUs: pollUs(polls.sites) },
+    { mesh, shared: router.shared, counters: beanstalk.counters.shared, identity: { startedMs: beanstalk.startedMs, instanceId: beanstalk.instanceId }, jobSizeMax, wal, logLevel, walFaults: opts.walFaults, backlogBytes: opts.backlogBytes, busyPollUs: pollUs(polls.sites) },
     (site, err) => {
       log.fatal({ site, err }, 'a connection thread died; exiting');
       process.exit(70);

@@ -29,7 +29,7 @@ const router = new Router({
   shared: d.shared,
 });
 router.onFatal = (shard, err) => send({ type: 'fatal', shard, err: err.stack ?? err.message });
-const beanstalk = new BeanstalkServer(router, ServerCounters.attach(d.counters, siteRow(d.site)));
+const beanstalk = new BeanstalkServer(router, ServerCounters.attach(d.counters, siteRow(d.site)), d.identity);
 const handed = new SiteConnections(beanstalk, log);
 const stopReclaim = startReclaimTimer((r) => log.debug(r, 'memory given back'), () => beanstalk.workDone());
 

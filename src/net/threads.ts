@@ -10,7 +10,7 @@ import type { WalConfig } from '../../workers/wal/wal.ts';
 import type { Mesh } from '../route/shards.ts';
 import type { RouterShared } from '../route/router.ts';
 import type { TcpHandle } from './raw.ts';
-import type { BeanstalkServer } from '../proto/beanstalk/server.ts';
+import type { BeanstalkServer, ServerIdentity } from '../proto/beanstalk/server.ts';
 import { listenBare, listenTcp } from './listener.ts';
 import { Placement } from './placement.ts';
 
@@ -21,6 +21,8 @@ export interface SiteData {
   readonly shared: RouterShared;
   /** The beanstalk server's counters (ServerCounters' memory); the site writes row `site + 1`. */
   readonly counters: SharedArrayBuffer;
+  /** The main thread's server's start and `stats` id, which every site's `stats` says too. */
+  readonly identity: ServerIdentity;
   readonly jobSizeMax: number;
   readonly wal?: WalConfig;
   readonly logLevel: string;

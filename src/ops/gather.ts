@@ -8,12 +8,13 @@ import type { BeanstalkServer } from '../proto/beanstalk/server.ts';
 import { addShardTotals, serverStatsEntries, tubeStatsEntries, type StatsEntry } from '../proto/beanstalk/stats.ts';
 import type { ReplyTarget } from '../route/shards.ts';
 import type { Tube } from '../route/tubes.ts';
+import { addedUp } from '../shared/histogram.ts';
 import { OP_STATS_TUBE, OP_TOTALS, payloadF64, R_NUMS, replyKind, TOTALS_FIELDS } from '../shared/records.ts';
 
 /** One shard as the routing layer sees it when the scrape starts, and its OP_TOTALS reply. */
 export interface ShardFigures {
   readonly index: number;
-  /** On a worker thread of its own (false: the shard on the connections' thread). */
+  /** On a worker thread of its own (false: on a thread that serves connections, the main thread's or a connection thread). */
   readonly ownThread: boolean;
   /** OP_TOTALS' numbers (TOTALS_* in src/shared/records.ts). */
   readonly totals: Float64Array;
@@ -67,13 +68,20 @@ export function gather(server: BeanstalkServer, tubesMax: number): Promise<Figur
   const router = server.router;
   const pool = router.pool;
   const here = router.config.here === undefined ? 0 : router.config.here;
+  // With connection threads each shard runs on a thread that serves connections, and every
+  // thread counts its round trips to the others' shards in the mesh's shared histograms.
+  const mesh = router.config.mesh?.mesh;
   return new Promise<Figures>((resolve) => {
     const shards: ShardFigures[] = pool.links.map((link, index) => {
       const to = ringOf(link, 'toShard');
       const from = ringOf(link, 'fromShard');
+      const hops =
+        mesh !== undefined
+          ? addedUp(mesh.hops.flatMap((row) => (row[index] === null ? [] : [row[index] as Float64Array])))
+          : link.hops === null ? null : link.hops.slice();
       return {
         index,
-        ownThread: index !== here,
+        ownThread: mesh === undefined && index !== here,
         totals: new Float64Array(TOTALS_FIELDS),
         requestsPending: link.pending.length,
         backlogBytes: link.backlog(),
@@ -81,7 +89,7 @@ export function gather(server: BeanstalkServer, tubesMax: number): Promise<Figur
         ringFromShardBytes: from === null ? null : from.readable(),
         ringCapacityBytes: to === null ? null : to.capacity,
         fsyncs: link.fsyncs.slice(),
-        hops: link.hops === null ? null : link.hops.slice(),
+        hops,
       };
     });
     const all = router.tubes.list();

@@ -203,7 +203,7 @@ function writeInfo(w: ExpositionWriter, stats: readonly StatsEntry[]): void {
 
 function writeShards(w: ExpositionWriter, f: Figures): void {
   w.one(def('shardstalk_shards', 'gauge', 'Queue shards (--shards).'), f.shards.length);
-  let m = def('shardstalk_shard_own_thread', 'gauge', '1 for a shard on a worker thread of its own, 0 for the shard on the connections\' thread.');
+  let m = def('shardstalk_shard_own_thread', 'gauge', '1 for a shard on a worker thread of its own, 0 for one on a thread that serves connections (the main thread, or with connection threads its own).');
   w.family(m);
   for (const s of f.shards) w.sample(m.name, s.ownThread ? 1 : 0, { shard: s.index });
 
@@ -249,6 +249,6 @@ function writeShards(w: ExpositionWriter, f: Figures): void {
       w.sample(`${name}_count`, c.count, { shard: s.index });
     }
   };
-  histogram('shardstalk_shard_hop_seconds', 'Round trips to a shard on a thread of its own: from a batch of requests entering its ring to the first replies read after it (one observation per batch; none for the shard on the connections\' thread).', (s) => s.hops);
+  histogram('shardstalk_shard_hop_seconds', 'Round trips to a shard on another thread: from a batch of requests entering its ring to the first replies read after it (one observation per batch, from every thread that sends it requests; none from the thread it runs on).', (s) => s.hops);
   histogram('shardstalk_shard_fsync_seconds', 'Write-ahead log fdatasync durations, per shard (-b).', (s) => s.fsyncs);
 }

@@ -48,6 +48,8 @@ export interface Mesh {
   readonly replies: readonly (readonly (SharedArrayBuffer | null)[])[];
   /** Per shard: its log's fsync durations (where the shard runs writes them). */
   readonly fsyncs: readonly Float64Array[];
+  /** hops[site][shard]: that site's round trips to that shard (RingLink.hops; null where the shard runs on the site). */
+  readonly hops: readonly (readonly (Float64Array | null)[])[];
   /** The segments' numbers, what each site is writing, each shard's frontier (src/shared/sequence.ts). */
   readonly order: SharedArrayBuffer;
 }
@@ -67,7 +69,8 @@ export function makeMesh(shards: number, ringBytes = MESH_RING_BYTES_DEFAULT): M
     }
   }
   const fsyncs = Array.from({ length: shards }, () => newHistogram(true));
-  return { shards, bells, requests, replies, fsyncs, order: BatchSequence.create(shards).sab };
+  const hops = requests.map((row) => row.map((ring) => (ring === null ? null : newHistogram(true))));
+  return { shards, bells, requests, replies, fsyncs, hops, order: BatchSequence.create(shards).sab };
 }
 
 /** The site of the main thread in a mesh. */
@@ -136,14 +139,16 @@ class RingLink implements ShardLink {
    */
   stash: RecordReader | null = null;
   readonly fsyncs: Float64Array;
-  readonly hops = newHistogram(false);
+  readonly hops: Float64Array;
   /** When the oldest batch not yet answered entered the ring (performance.now(); 0: none). */
   private sentAt = 0;
   /** Mesh: the OP_BATCH record that starts a segment's part. */
   private marker: RecordWriter | null = null;
 
-  constructor(index: number, toShard: Ring, fromShard: Ring, bell: Doorbell, fsyncs: Float64Array) {
+  /** `hops`: where its round trips are counted (a mesh's shared histogram; default: its own). */
+  constructor(index: number, toShard: Ring, fromShard: Ring, bell: Doorbell, fsyncs: Float64Array, hops: Float64Array = newHistogram(false)) {
     this.index = index;
+    this.hops = hops;
     this.toShard = toShard;
     this.fromShard = fromShard;
     this.bell = bell;
@@ -635,7 +640,7 @@ export class ShardPool {
           this.links.push(here);
         } else {
           const link = new RingLink(i, Ring.attach(mesh.requests[site][i] as SharedArrayBuffer),
-            Ring.attach(mesh.replies[site][i] as SharedArrayBuffer), Doorbell.attach(mesh.bells[i]), mesh.fsyncs[i]);
+            Ring.attach(mesh.replies[site][i] as SharedArrayBuffer), Doorbell.attach(mesh.bells[i]), mesh.fsyncs[i], mesh.hops[site][i] as Float64Array);
           this.remote.push(link);
           this.links.push(link);
         }

@@ -16,6 +16,14 @@ export function newHistogram(shared: boolean): Float64Array {
   return new Float64Array(shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
 }
 
+/** The sum of `hs` (counts and sums), or null if there are none. */
+export function addedUp(hs: readonly Float64Array[]): Float64Array | null {
+  if (hs.length === 0) return null;
+  const out = new Float64Array(N + 2);
+  for (const h of hs) for (let i = 0; i < out.length; i++) out[i] += h[i];
+  return out;
+}
+
 export function observe(h: Float64Array, seconds: number): void {
   let i = 0;
   while (i < N && seconds > LATENCY_BOUNDS_S[i]) i++;

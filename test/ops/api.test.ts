@@ -4,16 +4,22 @@
 // JSON only, Origin), and a large clear that leaves another connection's cycle answered.
 
 import pino from 'pino';
-import { describe, expect, it, type TestContext } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { OneShard } from '../../src/route/jobmap.ts';
 import type { RunningServer, ServerOptions } from '../../src/server.ts';
 import type { Client } from '../support/client.ts';
-import { apiHeaders, clientFor, request, startWithHttp, type HttpAnswer } from './support.ts';
+import { apiHeaders, clientFor, LAYOUTS, request, startWithHttp, type HttpAnswer } from './support.ts';
 import { putForId } from '../support/harness.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 
-const start = (ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> => startWithHttp(ctx, TOKEN, opts);
+/** The layout of the describe block running (LAYOUTS), under each test's own options. */
+let layout: ServerOptions = {};
+function inLayout(l: ServerOptions): void {
+  beforeAll(() => void (layout = l));
+  afterAll(() => void (layout = {}));
+}
+const start = (ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> => startWithHttp(ctx, TOKEN, { ...layout, ...opts });
 const client = clientFor;
 
 interface Req {
@@ -168,7 +174,8 @@ describe('JSON API: reading', () => {
   });
 });
 
-describe('JSON API: actions', () => {
+describe.each(LAYOUTS)('JSON API: actions (%o)', (l) => {
+  inLayout(l);
   it('kick, pause, clear, delete and kick a job; 400 and 404', async (ctx) => {
     const srv = await start(ctx);
     const port = srv.httpPort!;

@@ -67,8 +67,8 @@ function expectSameAsTube(m: Exposition, name: string, st: Record<string, string
 }
 
 describe('/metrics', () => {
-  it('shows every stats and stats-tube number as the protocol does at the same moment (2 shards)', async (ctx) => {
-    const { srv, conn } = await start(ctx, { shards: 2 });
+  it.for([false, true])('shows every stats and stats-tube number as the protocol does at the same moment (2 shards, connection threads %s)', async (connectionThreads, ctx) => {
+    const { srv, conn } = await start(ctx, { shards: 2, connectionThreads });
     const [p, w, waiter, idle] = [await conn(), await conn(), await conn(), await conn()];
     // Two tubes with jobs (one urgent, one delayed), a buried job, a paused tube, a waiting reserve.
     await p.ask('use emails', 'USING emails\r\n');
@@ -115,7 +115,9 @@ describe('/metrics', () => {
     expect(m.value('beanstalkd_up')).toBe(1);
     expect(m.value('shardstalk_info', { version: stats.version.replace(/"/g, ''), id: stats.id })).toBe(1);
 
-    // Per shard: the jobs of the tubes it owns; the thread shard's rings are there, the shard here has none.
+    // Per shard: the jobs of the tubes it owns; the thread shard's rings are there, the shard here
+    // has none (with connection threads the main thread runs no shard: rings to both, each shard on
+    // a thread that serves connections).
     expect(m.value('shardstalk_shards')).toBe(2);
     for (const shard of [0, 1]) {
       const mine = tubes.filter((t) => shardOf(t, 2) === shard);
@@ -123,11 +125,11 @@ describe('/metrics', () => {
       for (const state of ['ready', 'reserved', 'delayed', 'buried']) {
         expect(m.value('shardstalk_shard_jobs', { shard: String(shard), state }), `shard ${shard} ${state}`).toBe(sum(`current-jobs-${state}`));
       }
-      expect(m.value('shardstalk_shard_own_thread', { shard: String(shard) })).toBe(shard === 0 ? 0 : 1);
+      expect(m.value('shardstalk_shard_own_thread', { shard: String(shard) })).toBe(shard === 0 || connectionThreads ? 0 : 1);
       expect(m.value('shardstalk_shard_requests_pending', { shard: String(shard) })).toBeGreaterThanOrEqual(0);
       expect(m.value('shardstalk_shard_request_backlog_bytes', { shard: String(shard) })).toBeGreaterThanOrEqual(0);
     }
-    expect(m.all('shardstalk_shard_ring_capacity_bytes').map((s) => s.labels.shard)).toEqual(['1']);
+    expect(m.all('shardstalk_shard_ring_capacity_bytes').map((s) => s.labels.shard)).toEqual(connectionThreads ? ['0', '1'] : ['1']);
     expect(m.value('shardstalk_shard_ring_capacity_bytes', { shard: '1' })).toBeGreaterThan(0);
     expect(m.value('shardstalk_shard_ring_to_shard_bytes', { shard: '1' })).toBeGreaterThanOrEqual(0);
     expect(m.value('shardstalk_shard_ring_from_shard_bytes', { shard: '1' })).toBeGreaterThanOrEqual(0);
@@ -223,12 +225,13 @@ describe('/metrics', () => {
 });
 
 describe('/metrics latency histograms', () => {
-  it('counts round trips to a shard thread and the log fsyncs, as valid histograms promtool accepts', async (ctx) => {
+  it.for([false, true])('counts round trips to a shard thread and the log fsyncs, as valid histograms promtool accepts (connection threads %s)', async (connectionThreads, ctx) => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'ss-hist-'));
     ctx.onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     // Two shards: shard 0 runs on the connections' thread (no hop), shard 1 on a thread of its own.
-    // -f 0: a log fsync before every batch's replies.
-    const { srv, conn } = await start(ctx, { shards: 2, binlogDir: dir, fsyncMs: 0 });
+    // With connection threads the connection is served on shard 1's thread (its first line's
+    // tube): shard 0 is the hop, counted by that thread. -f 0: a log fsync before every batch's replies.
+    const { srv, conn } = await start(ctx, { shards: 2, binlogDir: dir, fsyncMs: 0, connectionThreads });
     const c = await conn();
     const names = ['h-a', 'h-b', 'h-c', 'h-d', 'h-e', 'h-f'];
     const onOne = names.find((n) => shardOf(n, 2) === 1) as string;
@@ -241,10 +244,12 @@ describe('/metrics latency histograms', () => {
     const m = parseExposition(text);
     expect(m.types.get('shardstalk_shard_hop_seconds')).toBe('histogram');
     expect(m.types.get('shardstalk_shard_fsync_seconds')).toBe('histogram');
-    // Hops: shard 1 only; each put waited for its reply (-b), so at least 5 round trips.
-    expect(m.all('shardstalk_shard_hop_seconds_count').map((s) => s.labels.shard)).toEqual(['1']);
-    expect(m.value('shardstalk_shard_hop_seconds_count', { shard: '1' })).toBeGreaterThanOrEqual(5);
-    expect(m.value('shardstalk_shard_hop_seconds_sum', { shard: '1' })).toBeGreaterThan(0);
+    // Hops: to the shard the connection's thread does not run; each put waited for its reply (-b),
+    // so at least 5 round trips.
+    const hopped = connectionThreads ? '0' : '1';
+    expect(m.all('shardstalk_shard_hop_seconds_count').map((s) => s.labels.shard)).toEqual(connectionThreads ? ['0', '1'] : ['1']);
+    expect(m.value('shardstalk_shard_hop_seconds_count', { shard: hopped })).toBeGreaterThanOrEqual(5);
+    expect(m.value('shardstalk_shard_hop_seconds_sum', { shard: hopped })).toBeGreaterThan(0);
     // Fsyncs on both shards, at least one per put.
     for (const shard of ['0', '1']) {
       expect(m.value('shardstalk_shard_fsync_seconds_count', { shard })).toBeGreaterThanOrEqual(5);

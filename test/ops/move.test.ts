@@ -9,18 +9,24 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it, type TestContext } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { shardOf } from '../../src/route/hash.ts';
 import type { Router } from '../../src/route/router.ts';
 import { OP_DELETE, OP_RESERVE_JOB, R_JOB, R_OK, replyKind } from '../../src/shared/records.ts';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
-import { apiHeaders, clientFor, request, startWithHttp, type HttpAnswer } from './support.ts';
+import { apiHeaders, clientFor, LAYOUTS, request, startWithHttp, type HttpAnswer } from './support.ts';
 import { putForId, sleep } from '../support/harness.ts';
 
 const TOKEN = 'move-token-0123456789abcdef';
 
-const start = (ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> => startWithHttp(ctx, TOKEN, opts);
+/** The layout of the describe block running (LAYOUTS), under each test's own options. */
+let layout: ServerOptions = {};
+function inLayout(l: ServerOptions): void {
+  beforeAll(() => void (layout = l));
+  afterAll(() => void (layout = {}));
+}
+const start = (ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> => startWithHttp(ctx, TOKEN, { ...layout, ...opts });
 const client = clientFor;
 
 function tmpDir(ctx: TestContext): string {
@@ -70,7 +76,8 @@ function names(): { a: string; other: string; same: string } {
   return { a, other, same };
 }
 
-describe('JSON API: move jobs to another tube', () => {
+describe.each(LAYOUTS)('JSON API: move jobs to another tube (%o)', (l) => {
+  inLayout(l);
   for (const where of ['another shard', 'the same shard'] as const) {
     it(`moves ready, delayed and buried jobs to a tube on ${where}: bodies, priorities, TTRs kept; originals gone`, async (ctx) => {
       const srv = await start(ctx, { shards: 2 });

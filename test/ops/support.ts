@@ -16,6 +16,13 @@ export interface HttpAnswer {
   json: any;
 }
 
+/**
+ * The two layouts the JSON API's tests run in: every connection on the main thread, and
+ * connection threads (the default on hosts with a core per shard), where the API on the main thread
+ * reaches every shard through the mesh while connections on other threads change the same tubes.
+ */
+export const LAYOUTS: ServerOptions[] = [{ connectionThreads: false }, { connectionThreads: true }];
+
 /** The token's headers for a state-changing request of the JSON API. */
 export function apiHeaders(token: string): Record<string, string> {
   return { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' };

@@ -168,6 +168,33 @@ describe('connection threads place connections by their first line', () => {
     expect(await statsOf(s.port, 'total-connections')).toBe(before + 5);
   });
 
+  it('says one server id and uptime in stats, whichever thread serves the connection', async () => {
+    const s = (server = await startServer({ port: 0, shards: 2, connectionThreads: true, logLevel: 'silent', workq: null }));
+    // Started a second later than the server: a thread's own clock would show in the uptime.
+    await new Promise((r) => setTimeout(r, 1100));
+    const said: { id: string; uptime: string }[] = [];
+    for (const shard of [0, 1]) {
+      const [tube] = onShard(shard);
+      const before = s.beanstalk.servedBy(siteRow(shard));
+      const c = await connect(s.port);
+      const got = await new Promise<string>((resolve) => {
+        let buf = '';
+        c.on('data', (d) => {
+          buf += d.toString('latin1');
+          const m = /\r\nOK (\d+)\r\n/.exec(buf);
+          if (m !== null && buf.length >= (m.index as number) + m[0].length + Number(m[1]) + 2) resolve(buf);
+        });
+        c.write(`use ${tube}\r\nstats\r\n`);
+      });
+      expect(s.beanstalk.servedBy(siteRow(shard)) - before).toBe(1); // served by that shard's thread
+      said.push({ id: /\nid: (\S+)\n/.exec(got)![1], uptime: /\nuptime: (\d+)\n/.exec(got)![1] });
+    }
+    expect(said[0].id).toBe(s.beanstalk.instanceId);
+    expect(said[1].id).toBe(s.beanstalk.instanceId);
+    expect(Number(said[0].uptime)).toBeGreaterThanOrEqual(1);
+    expect(Number(said[1].uptime)).toBeGreaterThanOrEqual(1);
+  });
+
   it.each([
     ['one after another', false],
     ['all at once (the threads open them later than they are handed)', true],

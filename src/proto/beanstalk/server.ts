@@ -122,6 +122,12 @@ export interface BeanstalkConn extends JobHolder {
   close(): void;
 }
 
+/** What `stats` says of the server as a whole, whichever thread answers. */
+export interface ServerIdentity {
+  readonly startedMs: number;
+  readonly instanceId: string;
+}
+
 export class BeanstalkServer {
   readonly router: Router;
   /** This thread's connections. */
@@ -132,8 +138,9 @@ export class BeanstalkServer {
   readonly row: Float64Array;
   /** This thread's command counts, by CMD_* code (part of `row`). */
   readonly cmdCounts: Float64Array;
-  readonly startedMs = Date.now();
-  readonly instanceId = process.getBuiltinModule('node:crypto').randomBytes(8).toString('hex');
+  /** When the server started (`stats` uptime) and its `stats` id: the same on every thread of one server. */
+  readonly startedMs: number;
+  readonly instanceId: string;
   /** Connections this thread accepted, took over from another and closed (workDone). */
   private connWork = 0;
 
@@ -149,9 +156,14 @@ export class BeanstalkServer {
     return n;
   }
 
-  /** `counters`: the shared counters (default: new ones, this thread on row 0). */
-  constructor(router: Router, counters: ServerCounters = ServerCounters.create()) {
+  /**
+   * `counters`: the shared counters (default: new ones, this thread on row 0). `identity`: the
+   * main thread's (a connection thread's server is the same server; default: a new one).
+   */
+  constructor(router: Router, counters: ServerCounters = ServerCounters.create(), identity?: ServerIdentity) {
     this.router = router;
+    this.startedMs = identity?.startedMs ?? Date.now();
+    this.instanceId = identity?.instanceId ?? process.getBuiltinModule('node:crypto').randomBytes(8).toString('hex');
     this.counters = counters;
     this.row = counters.row;
     this.cmdCounts = counters.cmdCounts;
