@@ -14,7 +14,15 @@ export type Step =
   | { conn: string; read: number; timeoutMs?: number }
   /** Expect no bytes for `nothing` ms. */
   | { conn: string; nothing: number }
-  /** Close our side and give the server a moment to notice. */
+  /**
+   * Send `reserve` and expect no reply for a moment, as `send` then `nothing`; then, where the
+   * server tells (RunningServer.counts), wait until it counts one more waiting reserve, so the
+   * next step comes after this reserve has taken its place among the waiting ones. A reserve
+   * over tubes on several shards takes it once its shards have been asked (README, Differences):
+   * a fixed pause would rest on that round trip being short.
+   */
+  | { conn: string; waits: true }
+  /** Close our side; wait until the server counts one connection less (or, where it does not tell, a moment). */
   | { conn: string; close: true }
   /** Expect the server to close the connection (after quit). */
   | { conn: string; closed: true }
@@ -38,8 +46,20 @@ export interface Script {
 const REPLY_TIMEOUT_MS_DEFAULT = 3_000;
 /** After a gather has its replies, how long to watch for extra ones (ms). */
 const GATHER_SETTLE_MS = 30;
-/** After a client closes, how long the server gets to notice before the next step (ms). */
+/** After a client closes, how long the server gets to notice before the next step (ms), where it does not tell. */
 const CLOSE_SETTLE_MS = 50;
+/** How long a waits step lets a reserve show it waits (ms): no reply in that time. */
+const WAITS_QUIET_MS = 20;
+
+/** Polls `ok` every few ms until it holds or REPLY_TIMEOUT_MS_DEFAULT passes; whether it held. */
+async function until(ok: () => boolean): Promise<boolean> {
+  const deadline = Date.now() + REPLY_TIMEOUT_MS_DEFAULT;
+  while (!ok()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return true;
+}
 
 /**
  * stats values that differ between any two server processes, and so are replaced by a
@@ -172,12 +192,26 @@ export async function runSteps(server: RunningServer, steps: Step[], opts: RunOp
       if ('close' in step) {
         lines.push(`${name}: close`);
         const c = conns.get(name);
+        const before = server.counts?.().connections;
         if (c) await c.close();
         conns.delete(name);
-        await new Promise((r) => setTimeout(r, CLOSE_SETTLE_MS));
+        if (before === undefined || !c) await new Promise((r) => setTimeout(r, CLOSE_SETTLE_MS));
+        else if (!(await until(() => (server.counts as () => { connections: number })().connections < before))) lines.push(`${name}: the server never counted its close`);
         continue;
       }
       const c = await get(name);
+      if ('waits' in step) {
+        lines.push(`${name}> reserve\r\n`);
+        const before = server.counts?.().waiting;
+        await c.send('reserve\r\n');
+        await new Promise((r) => setTimeout(r, WAITS_QUIET_MS));
+        const extra = c.buffered;
+        lines.push(extra === '' && !c.serverClosed ? `${name}< (nothing)` : `${name}< UNEXPECTED "${escapeBytes(extra)}"${c.serverClosed ? ' and closed' : ''}`);
+        if (before !== undefined && extra === '' && !(await until(() => (server.counts as () => { waiting: number })().waiting > before))) {
+          lines.push(`${name}: the server never counted its reserve as waiting`);
+        }
+        continue;
+      }
       if ('send' in step) {
         lines.push(`${name}> ${escapeBytes(step.send)}`);
         await c.send(step.send);

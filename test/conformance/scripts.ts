@@ -22,7 +22,7 @@ const sleep = (ms: number): Step => ({ sleep: ms });
 /** `count` replies arrive on some of the listed (blocked) connections; record who got what. */
 const gather = (count: number, ...conns: string[]): Step => ({ gather: conns, count });
 /** `conn` sends a reserve that waits (nothing is ready for it). */
-const waits = (conn: string): Step[] => [send(conn, 'reserve\r\n'), nothing(conn, 20)];
+const waits = (conn: string): Step[] => [{ conn, waits: true }];
 
 /** A snapshot of everything a monitoring client would look at. */
 function snapshot(conn: string, tubes: string[] = []): Step[] {

@@ -22,6 +22,13 @@ export interface RunningServer {
   /** Put the server in drain mode (beanstalkd: SIGUSR1); resolves once it is in effect. */
   drain(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * stats' current-waiting and current-connections as the server counts them, read without a
+   * connection (which would count in stats); absent for beanstalkd. A script waits on them where
+   * the next step must come after the server has taken in a step of another connection
+   * (test/conformance/runner.ts).
+   */
+  readonly counts?: () => { waiting: number; connections: number };
 }
 
 export interface Target {
@@ -236,7 +243,7 @@ interface ShardstalkModule {
     maxJobSize?: number;
     logLevel?: string;
     connectionThreads?: boolean;
-  }): Promise<{ port: number; close(): Promise<void>; drain(): void }>;
+  }): Promise<{ port: number; close(): Promise<void>; drain(): void; beanstalk: { waiting: number; connections: number } }>;
 }
 
 /** Start shardstalk in this process on an ephemeral port. */
@@ -270,6 +277,7 @@ export async function startShardstalk(shards: number, opts: ServerOptions = {}, 
       closed = true;
       await srv.close();
     },
+    counts: () => ({ waiting: srv.beanstalk.waiting, connections: srv.beanstalk.connections }),
   };
 }
 
