@@ -31,15 +31,6 @@ export function shardsDefault(): number {
 }
 
 /**
- * Which threads poll by default (ServerOptions.busyPollUs not given). A polling thread keeps its
- * core busy while commands come faster than the window, so only threads that can have a core to
- * themselves poll: the thread serving connections always (on the smallest host it is the only
- * busy one); shard threads when the host has a core for each of them besides the main thread's;
- * connection threads when it has more cores than threads. Measured on 2 cores, `--shards 2`: put →
- * RESERVED p50 at 10,000 jobs/s 297 µs with both threads polling (the generator got no core),
- * 136 µs with the main thread alone, 159 µs with neither.
- */
-/**
  * Whether beanstalk connections are served on connection threads (ServerOptions.connectionThreads)
  * unless told: with two shards or more, when the host has a core for each of their threads besides
  * the main thread's (the rule busyPollByDefault applies to shard threads). Then connection work
@@ -63,6 +54,15 @@ export function connectionThreadsChosen(flags: { on?: boolean; off?: boolean; al
   return connectionThreadsByDefault(cores, shards);
 }
 
+/**
+ * Which threads poll by default (ServerOptions.busyPollUs not given). A polling thread keeps its
+ * core busy while commands come faster than the window, so only threads that can have a core to
+ * themselves poll: the thread serving connections always (on the smallest host it is the only
+ * busy one); shard threads when the host has a core for each of them besides the main thread's;
+ * connection threads when it has more cores than threads. Measured on 2 cores, `--shards 2`: put →
+ * RESERVED p50 at 10,000 jobs/s 297 µs with both threads polling (the generator got no core),
+ * 136 µs with the main thread alone, 159 µs with neither.
+ */
 export function busyPollByDefault(cores: number, shardThreads: number, connectionThreads: number): { main: boolean; shards: boolean; sites: boolean } {
   return { main: true, shards: cores > 1 + shardThreads, sites: cores > connectionThreads };
 }
