@@ -35,6 +35,26 @@ function ask(port: number, data: string): Promise<string> {
   });
 }
 
+/**
+ * Runs `src/main.ts` with `flags` (beanstalk only, on a free port) until `fn` is done, giving it
+ * the port and the fields of the server's "listening (beanstalk)" log line.
+ */
+async function serving(flags: string[], fn: (port: number, listening: Record<string, unknown>) => Promise<void>): Promise<void> {
+  const port = await freePort();
+  const child = spawn(NODE, [MAIN, '-l', '127.0.0.1', '-p', String(port), '--no-workq', '--no-http', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  child.stderr.on('data', (d) => (log += d.toString()));
+  try {
+    await waitUntil('listening', () => log.includes('listening (beanstalk)'), () => log);
+    const line = log.split('\n').find((l) => l.includes('listening (beanstalk)')) as string;
+    await fn(port, JSON.parse(line) as Record<string, unknown>);
+  } finally {
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  }
+}
+
 describe('the shardstalk command', () => {
   it('prints usage and version, and refuses bad flags with exit code 5', () => {
     const help = spawnSync(NODE, [MAIN, '-h'], { encoding: 'utf8' });
@@ -103,20 +123,10 @@ describe('the shardstalk command', () => {
     [['--shards', '2', '--no-connection-threads'], 0],
     [['--shards', '2', '--all-shards-on-threads'], 0],
   ])('%j: %i connection threads', async (flags, threads) => {
-    const port = await freePort();
-    const child = spawn(NODE, [MAIN, '-l', '127.0.0.1', '-p', String(port), '--no-workq', '--no-http', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let log = '';
-    child.stderr.on('data', (d) => (log += d.toString()));
-    try {
-      await waitUntil('listening', () => log.includes('listening (beanstalk)'), () => log);
-      const line = log.split('\n').find((l) => l.includes('listening (beanstalk)')) as string;
-      expect(JSON.parse(line).connectionThreads).toBe(threads);
+    await serving(flags, async (port, listening) => {
+      expect(listening.connectionThreads).toBe(threads);
       expect(await ask(port, 'use t1\r\nput 0 0 10 2\r\nhi\r\n')).toMatch(/^USING t1\r\nINSERTED \d+\r\n$/);
-    } finally {
-      const exited = new Promise((resolve) => child.on('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    }
+    });
   }, 20_000);
 
   it.each([
@@ -124,23 +134,13 @@ describe('the shardstalk command', () => {
     [['--shards', '2', '--all-shards-on-threads'], 2],
     [['--shards', '1'], 0],
   ])('%j: the first shard runs on the connections\' thread unless told otherwise (%i shard threads)', async (flags, threads) => {
-    const port = await freePort();
-    const child = spawn(NODE, [MAIN, '-l', '127.0.0.1', '-p', String(port), '--no-workq', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let log = '';
-    child.stderr.on('data', (d) => (log += d.toString()));
-    try {
-      await waitUntil('listening', () => log.includes('listening'), () => log);
-      const line = log.split('\n').find((l) => l.includes('listening (beanstalk)')) as string;
-      expect(JSON.parse(line).shardThreads).toBe(threads);
+    await serving(flags, async (port, listening) => {
+      expect(listening.shardThreads).toBe(threads);
       // Jobs on every shard are served either way.
       for (let i = 0; i < 4; i++) {
         expect(await ask(port, `use t${i}\r\nput 0 0 10 2\r\nhi\r\n`)).toMatch(/^USING t\d\r\n/);
       }
       expect(await ask(port, 'stats\r\n')).toMatch(/\ncurrent-jobs-ready: 4\n/);
-    } finally {
-      const exited = new Promise((resolve) => child.on('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    }
+    });
   }, 20_000);
 });
