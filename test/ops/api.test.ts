@@ -4,22 +4,15 @@
 // JSON only, Origin), and a large clear that leaves another connection's cycle answered.
 
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OneShard } from '../../src/route/jobmap.ts';
-import type { RunningServer, ServerOptions } from '../../src/server.ts';
 import type { Client } from '../support/client.ts';
-import { apiHeaders, clientFor, LAYOUTS, request, startWithHttp, type HttpAnswer } from './support.ts';
+import { apiHeaders, clientFor, inLayouts, LAYOUTS, request, type HttpAnswer } from './support.ts';
 import { putForId } from '../support/harness.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 
-/** The layout of the describe block running (LAYOUTS), under each test's own options. */
-let layout: ServerOptions = {};
-function inLayout(l: ServerOptions): void {
-  beforeAll(() => void (layout = l));
-  afterAll(() => void (layout = {}));
-}
-const start = (ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> => startWithHttp(ctx, TOKEN, { ...layout, ...opts });
+const { start, inLayout } = inLayouts(TOKEN);
 const client = clientFor;
 
 interface Req {

@@ -9,24 +9,18 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
+import { describe, expect, it, type TestContext } from 'vitest';
 import { shardOf } from '../../src/route/hash.ts';
 import type { Router } from '../../src/route/router.ts';
 import { OP_DELETE, OP_RESERVE_JOB, R_JOB, R_OK, replyKind } from '../../src/shared/records.ts';
-import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
+import { startServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
-import { apiHeaders, clientFor, LAYOUTS, request, startWithHttp, type HttpAnswer } from './support.ts';
+import { apiHeaders, clientFor, inLayouts, LAYOUTS, request, type HttpAnswer } from './support.ts';
 import { putForId, sleep } from '../support/harness.ts';
 
 const TOKEN = 'move-token-0123456789abcdef';
 
-/** The layout of the describe block running (LAYOUTS), under each test's own options. */
-let layout: ServerOptions = {};
-function inLayout(l: ServerOptions): void {
-  beforeAll(() => void (layout = l));
-  afterAll(() => void (layout = {}));
-}
-const start = (ctx: TestContext, opts: ServerOptions = {}): Promise<RunningServer> => startWithHttp(ctx, TOKEN, { ...layout, ...opts });
+const { start, inLayout } = inLayouts(TOKEN);
 const client = clientFor;
 
 function tmpDir(ctx: TestContext): string {

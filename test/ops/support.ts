@@ -3,7 +3,7 @@
 
 import { spawnSync } from 'node:child_process';
 import http from 'node:http';
-import type { TestContext } from 'vitest';
+import { afterAll, beforeAll, type TestContext } from 'vitest';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
 
@@ -22,6 +22,21 @@ export interface HttpAnswer {
  * reaches every shard through the mesh while connections on other threads change the same tubes.
  */
 export const LAYOUTS: ServerOptions[] = [{ connectionThreads: false }, { connectionThreads: true }];
+
+/**
+ * `start` starts a server with the HTTP port (startWithHttp) in the layout of the describe block
+ * that called `inLayout` (one of LAYOUTS), under each test's own options.
+ */
+export function inLayouts(token: string): { start(ctx: TestContext, opts?: ServerOptions): Promise<RunningServer>; inLayout(l: ServerOptions): void } {
+  let layout: ServerOptions = {};
+  return {
+    start: (ctx, opts = {}) => startWithHttp(ctx, token, { ...layout, ...opts }),
+    inLayout(l) {
+      beforeAll(() => void (layout = l));
+      afterAll(() => void (layout = {}));
+    },
+  };
+}
 
 /** The token's headers for a state-changing request of the JSON API. */
 export function apiHeaders(token: string): Record<string, string> {
