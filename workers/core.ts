@@ -129,6 +129,14 @@ export class ShardCore {
   private readonly order: StepOrder | null;
   /** How far this shard has applied its request stream (bytes, free-running). */
   private applied = 0;
+  /**
+   * Requests this shard has applied before the one being applied, every sender's, in the one
+   * order it applies them (a double: it never wraps). A reserve's place among the waiting ones
+   * (workers/waits.ts Waiter.stamp): a reserve over several shards parks with the stamp its first
+   * question (OP_PEEK_BEST) got here, so it goes ahead of the reserves read after it that parked
+   * while it was asking the other shards.
+   */
+  private stamp = 0;
   /** The last OP_AFTER: [shard, position] pairs, for the request after it. */
   private after = new Int32Array(8);
   private afterN = 0;
@@ -374,6 +382,7 @@ export class ShardCore {
     if (this.order === null) {
       // One shard, or several sending threads: no position to count.
       this.handleRecord(buf, at, now);
+      this.stamp++;
       return;
     }
     if (buf[at + 4] === OP_AFTER) this.readAfter(buf, at);
@@ -382,6 +391,7 @@ export class ShardCore {
       this.handleRecord(buf, at, now);
     }
     this.applied = (this.applied + buf.readUInt32LE(at)) | 0;
+    this.stamp++;
   }
 
   private handleRecord(buf: Buffer, at: number, now: number): void {
@@ -635,7 +645,7 @@ export class ShardCore {
           out.header(R_NONE, 0, 0, END_TIMED_OUT, 0, 0, 0);
           return;
         }
-        this.waits.park(conn, tubes, a, timeoutAt, soonAt);
+        this.waits.park(conn, tubes, a, timeoutAt, soonAt, this.stamp);
         out.header(R_PARKED, 0, 0, 0, 0, 0, 0);
         return;
       }
@@ -657,7 +667,10 @@ export class ShardCore {
             return;
           }
         }
-        this.waits.parkRemote(conn, c, id, tubes, a);
+        // Its stamp: the one its first question got here (after the tubes), if its thread sent it.
+        const stampAt = at + HEADER_BYTES + a * 4;
+        const stamp = buf.readUInt32LE(at) >= stampAt - at + 8 ? buf.readDoubleLE(stampAt) : this.stamp;
+        this.waits.parkRemote(conn, c, id, tubes, a, stamp);
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
       }
@@ -688,9 +701,11 @@ export class ShardCore {
       }
       case OP_PEEK_BEST: {
         const tubes = this.readTubes(buf, at, a);
+        // Payload: this shard's stamp of the question (a reserve over several shards parks with it).
         const got = engine.peekBest(tubes, a, now);
-        if (got === 0) out.header(R_NONE, 0, 0, 0, 0, 0, 0);
-        else out.header(R_BEST, 0, 0, engine.tubeOf(got), engine.lastPri, 0, got);
+        if (got === 0) out.header(R_NONE, 8, 0, 0, 0, 0, 0);
+        else out.header(R_BEST, 8, 0, engine.tubeOf(got), engine.lastPri, 0, got);
+        out.f64(this.stamp);
         return;
       }
       case OP_RESERVE_JOB: {

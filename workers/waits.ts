@@ -33,6 +33,12 @@ export class Waiter {
   /** Whether the reserve waits now (false while its kept requests are being applied). */
   parked = false;
   /**
+   * Where in this shard's applied requests its reserve was read (ShardCore.stamp): a reserve over
+   * several shards arrives to park one round trip after it was read, and takes its place in each
+   * waiting set ahead of the reserves read after it that parked meanwhile.
+   */
+  stamp = 0;
+  /**
    * 0: a reserve over this shard's tubes alone, parked by its own request. Else a reserve over
    * several shards, parked in each (OP_FAN_WAIT): its claim slot and ticket (src/shared/claims.ts),
    * which a shard must win before it gives it a job; its connection's thread keeps its timer.
@@ -100,8 +106,12 @@ export class ShardWaits {
     return !this.noWait.has(conn);
   }
 
-  /** Parks `conn`'s reserve on `tubes[0..count)` until one of them gives it a job or an end passes. */
-  park(conn: number, tubes: ArrayLike<number>, count: number, timeoutAt: number, soonAt: number): Waiter {
+  /**
+   * Parks `conn`'s reserve on `tubes[0..count)` until one of them gives it a job or an end passes.
+   * `stamp`: where the reserve was read among this shard's requests (ShardCore.stamp); it joins
+   * each waiting set ahead of the waiters read after it, as beanstalkd's append in read order would.
+   */
+  park(conn: number, tubes: ArrayLike<number>, count: number, timeoutAt: number, soonAt: number, stamp: number): Waiter {
     this.purge();
     let w = this.byConn.get(conn);
     if (w === undefined) {
@@ -109,10 +119,12 @@ export class ShardWaits {
       this.byConn.set(conn, w);
     }
     if (w.tubes.length < count) w.tubes = new Int32Array(count);
+    w.stamp = stamp;
+    const readAfter = (other: Waiter): boolean => other.stamp > stamp;
     for (let i = 0; i < count; i++) {
       const t = tubes[i];
       w.tubes[i] = t;
-      this.setOf(t).append(w);
+      this.setOf(t).appendInOrder(w, readAfter);
     }
     w.count = count;
     w.timeoutAt = timeoutAt;
@@ -128,11 +140,11 @@ export class ShardWaits {
    * Parks a reserve over several shards on this shard's `tubes[0..count)`, as one waiting with
    * claim `slot` / `ticket`; its ends are its own thread's (it never ends here by the clock).
    */
-  parkRemote(conn: number, slot: number, ticket: number, tubes: ArrayLike<number>, count: number): void {
+  parkRemote(conn: number, slot: number, ticket: number, tubes: ArrayLike<number>, count: number, stamp: number): void {
     // An earlier wait of this connection still listed here has ended (a connection waits once at a time).
     const old = this.byConn.get(conn);
     if (old !== undefined && old.parked && old.slot !== 0) this.unpark(old);
-    const w = this.park(conn, tubes, count, Infinity, Infinity);
+    const w = this.park(conn, tubes, count, Infinity, Infinity, stamp);
     w.slot = slot;
     w.ticket = ticket;
     this.remote.set(slot, w);

@@ -30,14 +30,14 @@ function setup(R: number): () => void {
   for (let k = 0; k < R; k++) {
     slots[k] = claims.slot();
     tickets[k] = claims.open(slots[k]);
-    waits.parkRemote(k + 1, slots[k], tickets[k], tubes, 1);
+    waits.parkRemote(k + 1, slots[k], tickets[k], tubes, 1, k);
   }
   let k = 0;
   return () => {
     if (!claims.claim(slots[k], tickets[k])) throw new Error('waits bench: a claim lost');
     if (waits.waitingOn(1) !== R - 1) throw new Error('waits bench: the claimed waiter is still listed');
     tickets[k] = claims.open(slots[k]);
-    waits.parkRemote(k + 1, slots[k], tickets[k], tubes, 1);
+    waits.parkRemote(k + 1, slots[k], tickets[k], tubes, 1, k);
     k = (k + 1) % R;
   };
 }

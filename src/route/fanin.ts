@@ -203,6 +203,14 @@ export class FanAttempt<Q extends FanQueue = FanQueue> implements ReplyTarget {
   bounded = false;
   /** The queue whose wake-up started this round, until the attempt ends (see passOn). */
   wokenBy: Q | null = null;
+  /**
+   * readStamps[shard]: where that shard read this attempt's first question (its stamp, in the
+   * order it applies requests; undefined if it gave none), so that a park there later takes the
+   * place of a reserve read at that moment (FanShards.park). Set by the first round of peeks only.
+   */
+  readonly readStamps: number[] = [];
+  /** The first round of peeks is under way: their answers set readStamps. */
+  firstRound = false;
 
   // Waiting.
   waiting = false;
@@ -251,6 +259,8 @@ export class FanIn<Q extends FanQueue> {
   begin(a: FanAttempt<Q>, timeoutMs: number): void {
     a.deadlineMs = timeoutMs < 0 ? Infinity : Date.now() + timeoutMs;
     a.port = this.shards;
+    a.readStamps.length = 0;
+    a.firstRound = true;
     this.attempt(a);
   }
 
@@ -275,8 +285,12 @@ export class FanIn<Q extends FanQueue> {
     this.shards.take(a, shard, queues, bounded);
   }
 
-  /** A shard's answer to a peek: the key of its best job, or id 0 for none. */
-  peeked(a: FanAttempt<Q>, shard: number, k1: number, k2: number, k3: number, id: number): void {
+  /**
+   * A shard's answer to a peek: the key of its best job, or id 0 for none; `stamp`, where that
+   * shard read the peek (FanAttempt.readStamps), if it says.
+   */
+  peeked(a: FanAttempt<Q>, shard: number, k1: number, k2: number, k3: number, id: number, stamp?: number): void {
+    if (a.firstRound && stamp !== undefined) a.readStamps[shard] = stamp;
     if (id !== 0) {
       if (a.best.id === 0 || a.best.beaten(k1, k2, k3, id)) {
         // The old best becomes the bound the new one must beat.
@@ -288,6 +302,7 @@ export class FanIn<Q extends FanQueue> {
       }
     }
     if (--a.gatherLeft > 0) return;
+    a.firstRound = false;
     if (a.client.closed) {
       this.passOn(a);
       this.finish(a);

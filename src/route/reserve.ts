@@ -7,7 +7,7 @@
 // one shard's best, a peek of each shard's best, a take under a bound) and what their replies mean.
 
 import {
-  bestPri, okTube, OP_FAN_WAIT, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, replyId, replyKind,
+  bestPri, HEADER_BYTES, okTube, OP_FAN_WAIT, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, replyId, replyKind,
 } from '../shared/records.ts';
 import type { Claims } from '../shared/claims.ts';
 import { FanIn, type FanAttempt, type FanClient, type FanShards } from './fanin.ts';
@@ -55,9 +55,13 @@ export class Reserves implements FanShards<Tube> {
     const conn = (a.client as ReserveClient).connId;
     for (const shard of a.shards) {
       const tubes = a.byShard[shard];
+      // After the tubes, where that shard read the reserve's first question: it parks there in
+      // that place, ahead of the reserves read after it (workers/waits.ts).
+      const stamp = a.readStamps[shard];
       const w = this.pool.request(shard, K_RESERVE_PARK, a, a.ticket);
-      w.header(OP_FAN_WAIT, tubes.length * 4, conn, tubes.length, 0, a.slot, a.ticket);
+      w.header(OP_FAN_WAIT, tubes.length * 4 + (stamp === undefined ? 0 : 8), conn, tubes.length, 0, a.slot, a.ticket);
       for (const t of tubes) w.u32(t.id);
+      if (stamp !== undefined) w.f64(stamp);
     }
     this.pool.flush();
   }
@@ -97,8 +101,10 @@ export class Reserves implements FanShards<Tube> {
       return;
     }
     if (kind === K_RESERVE_PEEK) {
-      if (rk === R_BEST) this.fan.peeked(a, shard, bestPri(buf, at), 0, 0, replyId(buf, at));
-      else this.fan.peeked(a, shard, 0, 0, 0, 0);
+      // Payload: where the shard read the peek (its stamp).
+      const stamp = buf.readUInt32LE(at) >= HEADER_BYTES + 8 ? buf.readDoubleLE(at + HEADER_BYTES) : undefined;
+      if (rk === R_BEST) this.fan.peeked(a, shard, bestPri(buf, at), 0, 0, replyId(buf, at), stamp);
+      else this.fan.peeked(a, shard, 0, 0, 0, 0, stamp);
       return;
     }
     if (!this.fan.took(a, rk === R_JOB)) return;

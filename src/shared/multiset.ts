@@ -24,6 +24,19 @@ export class Multiset<T> {
     this.items.push(item);
   }
 
+  /**
+   * Appends `item` ahead of the trailing items that `later` says arrived after it should have:
+   * where beanstalkd's append would have put it, had it come in its turn (the items behind it
+   * shift up one place, as they would have been appended after it; the take cursor stays).
+   */
+  appendInOrder(item: T, later: (other: T) => boolean): void {
+    const items = this.items;
+    let i = items.length;
+    while (i > 0 && later(items[i - 1])) i--;
+    if (i === items.length) items.push(item);
+    else items.splice(i, 0, item);
+  }
+
   private deleteAt(i: number): void {
     const lastItem = this.items.pop() as T;
     if (i < this.items.length) this.items[i] = lastItem;

@@ -25,7 +25,7 @@ export const HEADER_BYTES = 32;
 export const OP_PUT = 1; //            conn, a=tube, b=pri, c=delaySec, id; payload: u32 ttr, body
 export const OP_RESERVE = 2; //        conn, a=tube count; payload u32[count] tube ids: take the best ready job of these
 //                                     tubes now (the fan-in's take), or R_NONE; never waits
-export const OP_PEEK_BEST = 3; //      a=tube count; payload u32[count]
+export const OP_PEEK_BEST = 3; //      a=tube count; payload u32[count]. Reply R_BEST or R_NONE, payload f64: where the shard read it (ShardCore's stamp)
 // 4 was OP_RESERVE_IF_READY (reserve a peeked job by id), replaced by OP_RESERVE_BOUNDED.
 export const OP_RESERVE_JOB = 5; //    conn, id
 export const OP_DELETE = 6; //         conn, id
@@ -68,7 +68,7 @@ export const OP_RESERVE_WAIT = 31; //  conn, a=tube count, b=timeout (s), c=RESE
 //                                     until then conn's later requests are kept, answered R_DEFERRED, and applied after
 //                                     it in order (their replies come as E_DEFERRED)
 export const OP_TAKE_ID = 51; //      conn: uses up a job id now (a put that failed behind a reserve that might wait). R_OK, id
-export const OP_FAN_WAIT = 52; //     conn, a=tube count, c=claim slot, id=ticket (src/shared/claims.ts); payload u32[count]
+export const OP_FAN_WAIT = 52; //     conn, a=tube count, c=claim slot, id=ticket (src/shared/claims.ts); payload u32[count], then f64: the stamp its first OP_PEEK_BEST got there (absent: now)
 //                                     tube ids: a reserve over several shards waits on these tubes too, in their waiting sets;
 //                                     a job that becomes ready there goes to it if this shard wins its claim (E_RESERVED).
 //                                     R_OK: b = 0 parked; else c = a tube with a ready job now, not parked, and b = 1: this

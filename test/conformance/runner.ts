@@ -17,9 +17,9 @@ export type Step =
   /**
    * Send `reserve` and expect no reply for a moment, as `send` then `nothing`; then, where the
    * server tells (RunningServer.counts), wait until it counts one more waiting reserve, so the
-   * next step comes after this reserve has taken its place among the waiting ones. A reserve
-   * over tubes on several shards takes it once its shards have been asked (README, Differences):
-   * a fixed pause would rest on that round trip being short.
+   * next step comes after this reserve has parked. A reserve over tubes on several shards parks
+   * once its shards have been asked (README, Differences): a fixed pause would rest on that round
+   * trip being short.
    */
   | { conn: string; waits: true }
   /** Close our side; wait until the server counts one connection less (or, where it does not tell, a moment). */

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeMesh, ShardPool, type ReplyTarget } from '../../src/route/shards.ts';
 import { recover } from '../../workers/wal/reader.ts';
-import { E_RESERVED, OP_DELETE, OP_FAN_WAIT, OP_PEEK_READY, OP_PUT, R_JOB, R_NONE, R_OK, replyKind } from '../../src/shared/records.ts';
+import { E_RESERVED, HEADER_BYTES, OP_DELETE, OP_FAN_WAIT, OP_PEEK_BEST, OP_PEEK_READY, OP_PUT, OP_RESERVE_WAIT, R_JOB, R_NONE, R_OK, R_PARKED, replyKind, RESERVE_FOREVER } from '../../src/shared/records.ts';
 import { Claims } from '../../src/shared/claims.ts';
 
 const pools: ShardPool[] = [];
@@ -249,6 +249,73 @@ describe('mesh: a step waits for the other shards while a reserve over several s
     await firstWon(sites, reserved, [p1.kind, p2.kind]);
   });
 });
+
+describe('mesh: a reserve over several shards keeps its place among the waiting ones', () => {
+  // Connection 8 (served by site 0) reserves over tube 5 on shard 2 and tubes elsewhere: it asks
+  // shard 2 first (OP_PEEK_BEST) and parks there only once every shard has answered. Connection 9
+  // (site 1) reserves over tube 5 alone after that question and parks at once. beanstalkd would
+  // have connection 8 first in tube 5's waiting set, since it read its reserve first.
+  it.each([
+    ['with the stamp its question got: it goes ahead, as beanstalkd has it', true, [8, 9]],
+    ['without a stamp (a park that asked nothing first): where it arrives', false, [9, 8]],
+  ])('%s', async (_, stamped, order) => {
+    const mesh = makeMesh(3);
+    const claims = Claims.create();
+    const reservedTo: number[] = [];
+    const sites = [0, 1, 2, 3].map((i) => {
+      const pool = new ShardPool(
+        { shards: 3, mesh: { mesh, site: i }, config: { claims: claims.shared } },
+        {
+          event: (_shard, buf, at) => {
+            if (replyKind(buf, at) === E_RESERVED) reservedTo.push(buf.readUInt32LE(at + 8));
+          },
+          batchDone: () => {},
+          fatal: (_s, err) => {
+            throw err;
+          },
+        },
+      );
+      pools.push(pool);
+      return pool;
+    });
+    let stampOf!: (n: number) => void;
+    const stamp = new Promise<number>((r) => (stampOf = r));
+    const peek = sites[0].request(2, 0, { onShardReply: (_s, _k, _q, buf, at) => stampOf(buf.readDoubleLE(at + HEADER_BYTES)) }, 0);
+    peek.header(OP_PEEK_BEST, 4, 8, 1, 0, 0, 0);
+    peek.u32(5);
+    sites[0].flush();
+    const questionStamp = await stamp;
+    const parked = answer();
+    const wait = sites[1].request(2, 0, parked.target, 0);
+    wait.header(OP_RESERVE_WAIT, 4, 9, 1, 0, RESERVE_FOREVER, Infinity);
+    wait.u32(5);
+    sites[1].flush();
+    expect(await parked.kind).toBe(R_PARKED);
+    const slot = claims.slot();
+    const ticket = claims.open(slot);
+    const fan = answer();
+    const park = sites[0].request(2, 0, fan.target, ticket);
+    park.header(OP_FAN_WAIT, stamped ? 12 : 4, 8, 1, 0, slot, ticket);
+    park.u32(5);
+    if (stamped) park.f64(questionStamp);
+    sites[0].flush();
+    expect(await fan.kind).toBe(R_OK);
+    for (const id of [1, 2]) {
+      const p = answer();
+      put(sites[3], 2, 5, id, p.target);
+      sites[3].flush();
+      expect(await p.kind).toBe(R_OK);
+      await waitFor(() => reservedTo.length === id);
+    }
+    expect(reservedTo).toEqual(order);
+  });
+});
+
+/** Lets the sites' pumps run until `ok` holds (at most a second). */
+async function waitFor(ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 1000 && !ok(); i++) await new Promise((r) => setTimeout(r, 1));
+  expect(ok()).toBe(true);
+}
 
 describe('mesh: the log names a tube another thread made', () => {
   it('a put that arrives before the tube\'s name (OP_TUBE_NAME travels on the creating thread\'s ring) is logged with the name from the shared table', async () => {

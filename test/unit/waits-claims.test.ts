@@ -12,10 +12,13 @@ const T = 7; // the tube
 const tubes = Int32Array.of(T);
 
 /** Parks conn as a reserve over several shards on T; returns its slot and ticket. */
+/** Each park's place in the shard's applied order (ShardCore's stamp): in the order they are made. */
+let nextStamp = 0;
+
 function parkRemote(w: ShardWaits, claims: Claims, conn: number): { slot: number; ticket: number } {
   const slot = claims.slot();
   const ticket = claims.open(slot);
-  w.parkRemote(conn, slot, ticket, tubes, 1);
+  w.parkRemote(conn, slot, ticket, tubes, 1, nextStamp++);
   return { slot, ticket };
 }
 
@@ -34,15 +37,15 @@ describe('waiting sets with reserves parked over several shards', () => {
     const w = new ShardWaits(claims);
     // beanstalkd's set: A, X, B join; X is served (elsewhere: leaves); C joins.
     const ref = new Multiset<number>();
-    w.park(1, tubes, 1, Infinity, Infinity);
+    w.park(1, tubes, 1, Infinity, Infinity, nextStamp++);
     ref.append(1);
     const x = parkRemote(w, claims, 2);
     ref.append(2);
-    w.park(3, tubes, 1, Infinity, Infinity);
+    w.park(3, tubes, 1, Infinity, Infinity, nextStamp++);
     ref.append(3);
     expect(claims.claim(x.slot, x.ticket)).toBe(true); // another shard gave X a job
     ref.remove(2);
-    w.park(4, tubes, 1, Infinity, Infinity);
+    w.park(4, tubes, 1, Infinity, Infinity, nextStamp++);
     ref.append(4);
     const want: number[] = [];
     for (let c = ref.take(); c !== undefined; c = ref.take()) want.push(c);
@@ -71,7 +74,7 @@ describe('waiting sets with reserves parked over several shards', () => {
     expect(claims.claim(x.slot, x.ticket)).toBe(true);
     expect(w.claim(got!)).toBe(false);
     // A local waiter needs no claim.
-    const local = w.park(5, tubes, 1, Infinity, Infinity);
+    const local = w.park(5, tubes, 1, Infinity, Infinity, nextStamp++);
     expect(w.claim(local)).toBe(true);
   });
 
@@ -80,10 +83,10 @@ describe('waiting sets with reserves parked over several shards', () => {
     const w = new ShardWaits(claims);
     const slot = claims.slot();
     const first = claims.open(slot);
-    w.parkRemote(1, slot, first, tubes, 1);
+    w.parkRemote(1, slot, first, tubes, 1, nextStamp++);
     claims.claim(slot, first); // ended on its thread (the epoch moved)
     const second = claims.open(slot);
-    w.parkRemote(1, slot, second, tubes, 1);
+    w.parkRemote(1, slot, second, tubes, 1, nextStamp++);
     expect(w.waitingOn(T)).toBe(1);
     const got = w.nextWaiter(T)!;
     expect(got.ticket).toBe(second);
