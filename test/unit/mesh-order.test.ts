@@ -28,6 +28,26 @@ function site(mesh: ReturnType<typeof makeMesh>, index: number, more: Partial<Co
   return pool;
 }
 
+/** Every site of a 3-shard mesh sharing `claims`; `reserved` hears each E_RESERVED event, whichever site it goes to. */
+function reservingSites(mesh: ReturnType<typeof makeMesh>, claims: Claims, reserved: (buf: Buffer, at: number) => void): ShardPool[] {
+  return [0, 1, 2, 3].map((i) => {
+    const pool = new ShardPool(
+      { shards: 3, mesh: { mesh, site: i }, config: { claims: claims.shared } },
+      {
+        event: (_shard, buf, at) => {
+          if (replyKind(buf, at) === E_RESERVED) reserved(buf, at);
+        },
+        batchDone: () => {},
+        fatal: (_s, err) => {
+          throw err;
+        },
+      },
+    );
+    pools.push(pool);
+    return pool;
+  });
+}
+
 /** A reply target that resolves with the reply's kind. */
 function answer(): { target: ReplyTarget; kind: Promise<number> } {
   let resolve!: (k: number) => void;
@@ -171,22 +191,7 @@ describe('mesh: a step waits for the other shards while a reserve over several s
     const mesh = makeMesh(3);
     const claims = Claims.create();
     const reserved: number[] = [];
-    const sites = [0, 1, 2, 3].map((i) => {
-      const pool = new ShardPool(
-        { shards: 3, mesh: { mesh, site: i }, config: { claims: claims.shared } },
-        {
-          event: (_shard, buf, at) => {
-            if (replyKind(buf, at) === E_RESERVED) reserved.push(buf.readDoubleLE(at + 24));
-          },
-          batchDone: () => {},
-          fatal: (_s, err) => {
-            throw err;
-          },
-        },
-      );
-      pools.push(pool);
-      return pool;
-    });
+    const sites = reservingSites(mesh, claims, (buf, at) => reserved.push(buf.readDoubleLE(at + 24)));
     // Connection 7 (served by site 3: 7 % 4) waits over tube 5 on shard 0 and tube 6 on shard 2.
     const slot = claims.slot();
     const ticket = claims.open(slot);
@@ -262,22 +267,7 @@ describe('mesh: a reserve over several shards keeps its place among the waiting 
     const mesh = makeMesh(3);
     const claims = Claims.create();
     const reservedTo: number[] = [];
-    const sites = [0, 1, 2, 3].map((i) => {
-      const pool = new ShardPool(
-        { shards: 3, mesh: { mesh, site: i }, config: { claims: claims.shared } },
-        {
-          event: (_shard, buf, at) => {
-            if (replyKind(buf, at) === E_RESERVED) reservedTo.push(buf.readUInt32LE(at + 8));
-          },
-          batchDone: () => {},
-          fatal: (_s, err) => {
-            throw err;
-          },
-        },
-      );
-      pools.push(pool);
-      return pool;
-    });
+    const sites = reservingSites(mesh, claims, (buf, at) => reservedTo.push(buf.readUInt32LE(at + 8)));
     let stampOf!: (n: number) => void;
     const stamp = new Promise<number>((r) => (stampOf = r));
     const peek = sites[0].request(2, 0, { onShardReply: (_s, _k, _q, buf, at) => stampOf(buf.readDoubleLE(at + HEADER_BYTES)) }, 0);
