@@ -380,7 +380,7 @@ export class ShardCore {
    */
   handle(buf: Buffer, at: number, now: number): void {
     if (this.order === null) {
-      // One shard, or several sending threads: no position to count.
+      // One shard, or several sending threads: no byte position to publish (the stamp counts).
       this.handleRecord(buf, at, now);
       this.stamp++;
       return;
