@@ -3,6 +3,7 @@
 // shardstalk line by line.
 
 import { connect, escapeBytes, type Client } from '../support/client.ts';
+import { waitUntil } from '../support/harness.ts';
 import type { RunningServer, ServerOptions, Target } from '../support/servers.ts';
 
 export type Step =
@@ -51,14 +52,20 @@ const CLOSE_SETTLE_MS = 50;
 /** How long a waits step lets a reserve show it waits (ms): no reply in that time. */
 const WAITS_QUIET_MS = 20;
 
-/** Polls `ok` every few ms until it holds or REPLY_TIMEOUT_MS_DEFAULT passes; whether it held. */
-async function until(ok: () => boolean): Promise<boolean> {
-  const deadline = Date.now() + REPLY_TIMEOUT_MS_DEFAULT;
-  while (!ok()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 2));
+/** Whether `ok` (a look at RunningServer.counts) holds within REPLY_TIMEOUT_MS_DEFAULT. */
+async function counted(ok: () => boolean): Promise<boolean> {
+  try {
+    await waitUntil('the server counts it', ok, undefined, REPLY_TIMEOUT_MS_DEFAULT, 2);
+    return true;
+  } catch {
+    return false;
   }
-  return true;
+}
+
+/** The transcript's line for connection `name`, which should have said nothing so far. */
+function quietLine(name: string, c: Client): string {
+  const extra = c.buffered;
+  return extra === '' && !c.serverClosed ? `${name}< (nothing)` : `${name}< UNEXPECTED "${escapeBytes(extra)}"${c.serverClosed ? ' and closed' : ''}`;
 }
 
 /**
@@ -134,6 +141,7 @@ export async function runScript(target: Target, script: Script, opts: RunOptions
 export async function runSteps(server: RunningServer, steps: Step[], opts: RunOptions = {}): Promise<string[]> {
   const conns = new Map<string, Client>();
   const lines: string[] = [];
+  const counts = server.counts;
   const get = async (name: string): Promise<Client> => {
     let c = conns.get(name);
     if (!c) {
@@ -192,22 +200,22 @@ export async function runSteps(server: RunningServer, steps: Step[], opts: RunOp
       if ('close' in step) {
         lines.push(`${name}: close`);
         const c = conns.get(name);
-        const before = server.counts?.().connections;
+        const before = counts?.().connections;
         if (c) await c.close();
         conns.delete(name);
-        if (before === undefined || !c) await new Promise((r) => setTimeout(r, CLOSE_SETTLE_MS));
-        else if (!(await until(() => (server.counts as () => { connections: number })().connections < before))) lines.push(`${name}: the server never counted its close`);
+        if (counts === undefined || before === undefined || !c) await new Promise((r) => setTimeout(r, CLOSE_SETTLE_MS));
+        else if (!(await counted(() => counts().connections < before))) lines.push(`${name}: the server never counted its close`);
         continue;
       }
       const c = await get(name);
       if ('waits' in step) {
         lines.push(`${name}> reserve\r\n`);
-        const before = server.counts?.().waiting;
+        const before = counts?.().waiting;
         await c.send('reserve\r\n');
         await new Promise((r) => setTimeout(r, WAITS_QUIET_MS));
-        const extra = c.buffered;
-        lines.push(extra === '' && !c.serverClosed ? `${name}< (nothing)` : `${name}< UNEXPECTED "${escapeBytes(extra)}"${c.serverClosed ? ' and closed' : ''}`);
-        if (before !== undefined && extra === '' && !(await until(() => (server.counts as () => { waiting: number })().waiting > before))) {
+        const quiet = c.buffered === '' && !c.serverClosed;
+        lines.push(quietLine(name, c));
+        if (counts !== undefined && before !== undefined && quiet && !(await counted(() => counts().waiting > before))) {
           lines.push(`${name}: the server never counted its reserve as waiting`);
         }
         continue;
@@ -224,8 +232,7 @@ export async function runSteps(server: RunningServer, steps: Step[], opts: RunOp
         for (let i = 0; i < step.read; i++) await readOne(name, c, step.timeoutMs ?? REPLY_TIMEOUT_MS_DEFAULT);
       } else if ('nothing' in step) {
         await new Promise((r) => setTimeout(r, step.nothing));
-        const extra = c.buffered;
-        lines.push(extra === '' && !c.serverClosed ? `${name}< (nothing)` : `${name}< UNEXPECTED "${escapeBytes(extra)}"${c.serverClosed ? ' and closed' : ''}`);
+        lines.push(quietLine(name, c));
       } else if ('closed' in step) {
         let closed = false;
         try {
