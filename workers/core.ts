@@ -6,7 +6,7 @@
 // directly when the shard lives on the thread that serves connections. The core knows neither.
 
 import {
-  E_TIMED_OUT, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
+  E_TIMED_OUT, fanWaitStamp, HEADER_BYTES, OP_BURY, OP_DELETE, OP_DROP_TUBE, OP_KICK, OP_KICK_JOB,
   OP_PAUSE_TUBE, OP_PEEK, OP_PEEK_BEST, OP_PEEK_BURIED, OP_PEEK_DELAYED, OP_PEEK_READY, OP_PUT, OP_PUT_BURIED,
   OP_EXPIRE, OP_RELEASE, OP_RELEASE_CONN, OP_RESERVE, OP_RESERVE_BOUNDED, OP_RESERVE_JOB, OP_RESTORE,
   OP_STATS_JOB, OP_STATS_TUBE, OP_TOTALS, OP_TOUCH, OP_TUBE_NAME, OP_WAL_SYNC, OP_WQ_ADD, OP_WQ_RESTORE, R_BEST, R_JOB,
@@ -380,17 +380,16 @@ export class ShardCore {
    */
   handle(buf: Buffer, at: number, now: number): void {
     if (this.order === null) {
-      // One shard, or several sending threads: no byte position to publish (the stamp counts).
+      // One shard, or several sending threads: no byte position to publish.
       this.handleRecord(buf, at, now);
-      this.stamp++;
-      return;
+    } else {
+      if (buf[at + 4] === OP_AFTER) this.readAfter(buf, at);
+      else {
+        if (this.afterN !== 0) this.awaitSteps();
+        this.handleRecord(buf, at, now);
+      }
+      this.applied = (this.applied + buf.readUInt32LE(at)) | 0;
     }
-    if (buf[at + 4] === OP_AFTER) this.readAfter(buf, at);
-    else {
-      if (this.afterN !== 0) this.awaitSteps();
-      this.handleRecord(buf, at, now);
-    }
-    this.applied = (this.applied + buf.readUInt32LE(at)) | 0;
     this.stamp++;
   }
 
@@ -667,10 +666,8 @@ export class ShardCore {
             return;
           }
         }
-        // Its stamp: the one its first question got here (after the tubes), if its thread sent it.
-        const stampAt = at + HEADER_BYTES + a * 4;
-        const stamp = buf.readUInt32LE(at) >= stampAt - at + 8 ? buf.readDoubleLE(stampAt) : this.stamp;
-        this.waits.parkRemote(conn, c, id, tubes, a, stamp);
+        // Its stamp: the one its first question got here, if its thread sent it; else now.
+        this.waits.parkRemote(conn, c, id, tubes, a, fanWaitStamp(buf, at, a) ?? this.stamp);
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
       }

@@ -7,7 +7,7 @@
 // one shard's best, a peek of each shard's best, a take under a bound) and what their replies mean.
 
 import {
-  bestPri, HEADER_BYTES, okTube, OP_FAN_WAIT, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, R_BEST, R_JOB, replyId, replyKind,
+  bestPri, okTube, OP_FAN_WAIT, OP_PEEK_BEST, OP_RESERVE, OP_RESERVE_BOUNDED, peekStamp, R_BEST, R_JOB, replyId, replyKind,
 } from '../shared/records.ts';
 import type { Claims } from '../shared/claims.ts';
 import { FanIn, type FanAttempt, type FanClient, type FanShards } from './fanin.ts';
@@ -101,8 +101,7 @@ export class Reserves implements FanShards<Tube> {
       return;
     }
     if (kind === K_RESERVE_PEEK) {
-      // Payload: where the shard read the peek (its stamp).
-      const stamp = buf.readUInt32LE(at) >= HEADER_BYTES + 8 ? buf.readDoubleLE(at + HEADER_BYTES) : undefined;
+      const stamp = peekStamp(buf, at);
       if (rk === R_BEST) this.fan.peeked(a, shard, bestPri(buf, at), 0, 0, replyId(buf, at), stamp);
       else this.fan.peeked(a, shard, 0, 0, 0, 0, stamp);
       return;

@@ -285,6 +285,12 @@ export const jobBodyAt = (at: number): number => at + HEADER_BYTES + 8;
 
 /** R_BEST (beanstalk): the candidate's pri (its id: replyId). */
 export const bestPri = (b: Buffer, at: number): number => b.readUInt32LE(at + 16);
+/** R_BEST or R_NONE to OP_PEEK_BEST: where the shard read the peek (its stamp), if the reply says. */
+export const peekStamp = (b: Buffer, at: number): number | undefined =>
+  b.readUInt32LE(at) >= HEADER_BYTES + 8 ? b.readDoubleLE(at + HEADER_BYTES) : undefined;
+/** OP_FAN_WAIT over `count` tubes: the stamp its first OP_PEEK_BEST got there, if the park carries it. */
+export const fanWaitStamp = (b: Buffer, at: number, count: number): number | undefined =>
+  b.readUInt32LE(at) >= HEADER_BYTES + count * 4 + 8 ? b.readDoubleLE(at + HEADER_BYTES + count * 4) : undefined;
 /** R_BEST (workq): the candidate's priority, schedule key, creation time. */
 export const wqBestPriority = (b: Buffer, at: number): number => b.readInt32LE(at + 16);
 export const wqBestScheduleKey = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES);
