@@ -23,6 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { machineCpuS, processCpuS } from './loadgen/procfs.ts';
+import { pooledQuantile, pooledRatio, type Buckets } from './report/pooled.ts';
 import { fmtInt, fmtUs } from './report/text.ts';
 import { shardOf } from '../src/route/hash.ts';
 import { beanstalkdSpec, beanstalkdVersion, REPO_ROOT, shardstalkSpec, startServer, type RunningServer, type ServerSpec } from './suite/servers.ts';
@@ -139,6 +140,8 @@ interface Hist {
   p995us?: number;
   p999us?: number;
   maxUs?: number;
+  /** The fixed-rate latency's non-empty buckets: [µs, count] (tools/bench-c-cycle.c). */
+  buckets?: Buckets;
 }
 interface GenResult {
   mode: 'cycle' | 'rate';
@@ -461,7 +464,7 @@ function tailTable(o: Options, specs: ServerSpec[], records: RunRecord[]): strin
   const rate = o.points.filter((p) => p.mode === 'rate');
   if (rate.length === 0) return '';
   const hasRef = specs.some((s) => s.name === 'beanstalkd');
-  const cols: [string, keyof Hist][] = [['p50', 'p50us'], ['p90', 'p90us'], ['p95', 'p95us'], ['p98', 'p98us'], ['p99', 'p99us'], ['p99.5', 'p995us'], ['p99.9', 'p999us']];
+  const cols: [string, Exclude<keyof Hist, 'buckets'>][] = [['p50', 'p50us'], ['p90', 'p90us'], ['p95', 'p95us'], ['p98', 'p98us'], ['p99', 'p99us'], ['p99.5', 'p995us'], ['p99.9', 'p999us']];
   const head = ['point', 'server', ...cols.map(([c]) => c), ...(hasRef ? ["rounds with p99 ≤ beanstalkd's"] : [])];
   const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
   for (const p of rate) {
@@ -479,6 +482,43 @@ function tailTable(o: Options, specs: ServerSpec[], records: RunRecord[]): strin
           if (x <= b) below++;
         }
         cells.push(n === 'beanstalkd' || paired === 0 ? '–' : `${below} of ${paired}`);
+      }
+      lines.push(`| ${cells.join(' | ')} |`);
+    }
+  }
+  return lines.join('\n');
+}
+
+/**
+ * The fixed-rate points' put due → RESERVED latency with every round's buckets pooled: one
+ * distribution per server over all rounds, so a p99 rests on every job measured instead of on one
+ * round of them. The ratio to beanstalkd's pooled p99 comes with a 90% interval from resampling the
+ * rounds (paired: round k of both servers together), which says how much of it the rounds' swing
+ * could make.
+ */
+function pooledTable(o: Options, specs: ServerSpec[], records: RunRecord[]): string {
+  const rate = o.points.filter((p) => p.mode === 'rate');
+  const hasRef = specs.some((s) => s.name === 'beanstalkd');
+  if (rate.length === 0) return '';
+  const head = ['point', 'server', 'rounds', 'jobs', 'pooled p50', 'pooled p98', 'pooled p99', 'pooled p99.9', ...(hasRef ? ["pooled p99 / beanstalkd's (90% interval)"] : [])];
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  const bucketsOf = (server: string, point: string, round: number): Buckets | undefined =>
+    records.find((r) => r.round === round && r.point === point && r.server === server && r.ok)?.gen?.latency?.buckets;
+  for (const p of rate) {
+    for (const s of specs) {
+      const own = Array.from({ length: o.rounds }, (_, k) => bucketsOf(s.name, p.id, k));
+      const mine = own.filter((b): b is Buckets => b !== undefined);
+      if (mine.length === 0) continue;
+      const jobs = mine.reduce((a, b) => a + b.reduce((x, [, c]) => x + c, 0), 0);
+      const cells = [p.label, s.name, String(mine.length), fmtInt(jobs), ...[0.5, 0.98, 0.99, 0.999].map((q) => us(pooledQuantile(mine, q)))];
+      if (hasRef) {
+        const ref = Array.from({ length: o.rounds }, (_, k) => bucketsOf('beanstalkd', p.id, k));
+        const paired = own.flatMap((b, k) => (b !== undefined && ref[k] !== undefined ? [[b, ref[k]] as const] : []));
+        if (s.name === 'beanstalkd' || paired.length === 0) cells.push('–');
+        else {
+          const { ratio, low, high } = pooledRatio(paired, 0.99);
+          cells.push(`${ratio.toFixed(2)} (${low.toFixed(2)}–${high.toFixed(2)})`);
+        }
       }
       lines.push(`| ${cells.join(' | ')} |`);
     }
@@ -557,7 +597,7 @@ async function main(argv: string[]): Promise<number> {
 
   const summary = summaryTable(o, specs, records);
   const latencies = latencyTable(o, specs, records);
-  const tails = tailTable(o, specs, records);
+  const tails = [tailTable(o, specs, records), pooledTable(o, specs, records)].filter((t) => t !== '').join('\n\n');
   const others = median(records.map((r) => r.otherCpuShare).filter((x): x is number => x !== null));
   const notes = [
     '† the generator used > 90% of a core: the figure may be its limit. § a fixed-rate point delivered < 97% of the offered rate: the server was saturated and its latency is the backlog.',

@@ -31,6 +31,8 @@
  * measured window. Output: one line of JSON on stdout. On stderr: `@window-start` and `@window-end`
  * as the window opens and closes (for a runner to sample the server's CPU), and any errors.
  * Histograms are log-linear (64 sub-buckets per power of two: within 0.8% at every percentile).
+ * The fixed-rate latency also lists its non-empty buckets (`buckets`: [µs, count] pairs), so that
+ * rounds can be pooled into one distribution.
  * Exit code 0; 1 if any error (TIMED_OUT, an unexpected reply, a closed connection, a job not
  * drained); 2 bad usage; 3 could not connect.
  */
@@ -126,7 +128,20 @@ static void hjson(const char *name, const hist *h, int with_tail) {
     return;
   }
   printf("\"%s\":{\"n\":%" PRIu64 ",\"p50us\":%.1f,\"p99us\":%.1f", name, h->n, hq(h, 0.5), hq(h, 0.99));
-  if (with_tail) printf(",\"p90us\":%.1f,\"p95us\":%.1f,\"p98us\":%.1f,\"p995us\":%.1f,\"p999us\":%.1f", hq(h, 0.9), hq(h, 0.95), hq(h, 0.98), hq(h, 0.995), hq(h, 0.999));
+  if (with_tail) {
+    printf(",\"p90us\":%.1f,\"p95us\":%.1f,\"p98us\":%.1f,\"p995us\":%.1f,\"p999us\":%.1f", hq(h, 0.9), hq(h, 0.95), hq(h, 0.98), hq(h, 0.995), hq(h, 0.999));
+    /* The non-empty buckets ([middle in µs, count], the last one capped at the max as hq does), so
+     * that a runner can pool rounds into one distribution. */
+    printf(",\"buckets\":[");
+    int first = 1;
+    for (int i = 0; i < HBUCKETS; i++) {
+      if (h->c[i] == 0) continue;
+      double v = hmid(i);
+      printf("%s[%.3f,%" PRIu64 "]", first ? "" : ",", (v > (double)h->max ? (double)h->max : v) / 1000.0, h->c[i]);
+      first = 0;
+    }
+    putchar(']');
+  }
   printf(",\"maxUs\":%.1f}", (double)h->max / 1000.0);
 }
 

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pooledQuantile, type Buckets } from '../../bench/report/pooled.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 
 const SOURCE = fileURLToPath(new URL('../../tools/bench-c-cycle.c', import.meta.url));
@@ -61,6 +62,13 @@ describe('tools/bench-c-cycle.c', () => {
     const order = ['p50us', 'p90us', 'p95us', 'p98us', 'p99us', 'p995us', 'p999us', 'maxUs'].map((k) => l[k] as number);
     for (const v of order) expect(Number.isFinite(v) && v > 0).toBe(true);
     for (let i = 1; i < order.length; i++) expect(order[i]).toBeGreaterThanOrEqual(order[i - 1] as number);
+    // The buckets it lists hold every sample, and pooling one round gives back its own percentiles.
+    const buckets = l.buckets as Buckets;
+    expect(buckets.reduce((a, [, c]) => a + c, 0)).toBe(l.n);
+    for (let i = 1; i < buckets.length; i++) expect(buckets[i]![0]).toBeGreaterThan(buckets[i - 1]![0]);
+    for (const [q, k] of [[0.5, 'p50us'], [0.9, 'p90us'], [0.99, 'p99us'], [0.999, 'p999us']] as const) {
+      expect(pooledQuantile([buckets], q)).toBeCloseTo(l[k] as number, 1);
+    }
   });
 
   it('cycle, pipelined: jobs go round without an error', async () => {
