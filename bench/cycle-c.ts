@@ -52,6 +52,10 @@ const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
                      "1/0" on 2 cores): neither takes the other's core, so a server that polls
                      (shardstalk's --busy-poll-us) or a scheduler that puts both on one core
                      does not decide the tail latency; default: no pinning
+  --spin           the generators poll without sleeping (tools/bench-c-cycle.c -s; needs --pin):
+                     a sleeping generator pays a wake-up per reply, which at 20,000 jobs/s takes
+                     most of its core; spinning, its load is the time it spends on replies
+                     and puts (shown as its CPU, marked ~)
   --quick          1 round, 2 s + 0.5 s warm-up per point
   --out DIR        where the binary and the JSON go (default bench/out)
   -h, --help
@@ -98,6 +102,7 @@ function mergeResults(rs: GenResult[]): GenResult {
     timedOut: sum((r) => r.timedOut),
     cpuSec: sum((r) => r.cpuSec),
     cpuShare: sum((r) => r.cpuShare),
+    ...(rs.every((r) => r.busyShare !== undefined) ? { busyShare: sum((r) => r.busyShare!) } : {}),
   };
 }
 
@@ -126,6 +131,8 @@ interface Options {
   variants: { name: string; args: string[] }[];
   /** --pin: taskset CPU lists for the servers and the generators (null: not pinned). */
   pin: { server: string; generator: string } | null;
+  /** --spin: the generators poll without sleeping. */
+  spin: boolean;
 }
 
 /** What tools/bench-c-cycle.c prints (the fields used here). */
@@ -159,6 +166,8 @@ interface GenResult {
   timedOut: number;
   cpuSec: number;
   cpuShare: number;
+  /** With -s (spinning): the share of the window spent on replies and puts, the generator's load. */
+  busyShare?: number;
 }
 
 interface RunRecord {
@@ -174,6 +183,12 @@ interface RunRecord {
   serverCpuShare: number | null;
   /** CPU of everything else on the machine over the window, as a share of one core. */
   otherCpuShare: number | null;
+  /**
+   * CPU time the hypervisor gave to other guests while this machine's CPUs wanted to run, over
+   * the window, as a share of one core (/proc/stat's steal; 10 ms ticks, so a 4 s window shows it
+   * from 0.25%). A round with steal had stalls no server caused.
+   */
+  stealShare: number | null;
 }
 
 function parsePoint(spec: string): Point {
@@ -209,6 +224,7 @@ function parseOptions(argv: string[]): Options | null {
       variant: { type: 'string', multiple: true },
       quick: { type: 'boolean' },
       pin: { type: 'string' },
+      spin: { type: 'boolean' },
       out: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -227,6 +243,7 @@ function parseOptions(argv: string[]): Options | null {
     if (m === null) throw new Error(`--pin wants SERVER_CPUS/GENERATOR_CPUS (taskset lists), e.g. 1/0; got "${v.pin}"`);
     pin = { server: m[1] as string, generator: m[2] as string };
   }
+  if (v.spin === true && pin === null) throw new Error('--spin needs --pin: two processes that never sleep on two unpinned cores take turns on one');
   const servers = (v.servers ?? 'beanstalkd,shardstalk').split(',').map((s) => s.trim());
   for (const s of servers) if (s !== 'beanstalkd' && s !== 'shardstalk') throw new Error(`--servers: unknown server "${s}"`);
   return {
@@ -241,6 +258,7 @@ function parseOptions(argv: string[]): Options | null {
     outDir: path.resolve(v.out ?? path.join(REPO_ROOT, 'bench/out')),
     extra: positionals,
     pin,
+    spin: v.spin === true,
     variants: (v.variant ?? []).map((x) => {
       const eq = x.indexOf('=');
       if (eq <= 0) throw new Error(`--variant wants NAME=ARGS, got "${x}"`);
@@ -273,17 +291,17 @@ function compile(outDir: string): string {
 function runPoint(bin: string, server: RunningServer, p: Point, o: Options, round: number): Promise<RunRecord> {
   const warmup = p.mode === 'rate' ? o.rateWarmup : o.warmup;
   const stderr: string[] = [];
-  let atStart: { t: number; server: number | null; machine: number | null } | null = null;
-  let window: { elapsedS: number; server: number | null; machine: number | null } | null = null;
-  const sample = (): { t: number; server: number | null; machine: number | null } => ({
-    t: performance.now(),
-    server: processCpuS(server.pid),
-    machine: machineCpuS()?.busyS ?? null,
-  });
+  type Sample = { t: number; server: number | null; machine: number | null; steal: number | null };
+  let atStart: Sample | null = null;
+  let window: { elapsedS: number; server: number | null; machine: number | null; steal: number | null } | null = null;
+  const sample = (): Sample => {
+    const m = machineCpuS();
+    return { t: performance.now(), server: processCpuS(server.pid), machine: m?.busyS ?? null, steal: m?.stealS ?? null };
+  };
   /** One generator; the first one's window lines time the CPU samples (all start together). */
   const generator = (i: number): Promise<{ code: number | null; gen: GenResult | null }> =>
     new Promise((resolve) => {
-      const args = ['-w', String(warmup), p.mode, String(server.port), ...p.args, String(o.seconds), tubeName(p, round, i)];
+      const args = ['-w', String(warmup), ...(o.spin ? ['-s'] : []), p.mode, String(server.port), ...p.args, String(o.seconds), tubeName(p, round, i)];
       const child = o.pin === null
         ? spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] })
         : spawn('taskset', ['-c', o.pin.generator, bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -300,13 +318,10 @@ function runPoint(bin: string, server: RunningServer, p: Point, o: Options, roun
             if (i === 0) atStart = sample();
           } else if (line === '@window-end') {
             if (i === 0 && atStart !== null) {
-              const s0 = atStart as { t: number; server: number | null; machine: number | null };
+              const s0 = atStart as Sample;
               const s1 = sample();
-              window = {
-                elapsedS: (s1.t - s0.t) / 1000,
-                server: s1.server !== null && s0.server !== null ? s1.server - s0.server : null,
-                machine: s1.machine !== null && s0.machine !== null ? s1.machine - s0.machine : null,
-              };
+              const delta = (k: 'server' | 'machine' | 'steal'): number | null => (s1[k] !== null && s0[k] !== null ? s1[k] - s0[k] : null);
+              window = { elapsedS: (s1.t - s0.t) / 1000, server: delta('server'), machine: delta('machine'), steal: delta('steal') };
             }
           } else if (line.trim() !== '') {
             if (stderr.length < 20) stderr.push(line);
@@ -331,7 +346,7 @@ function runPoint(bin: string, server: RunningServer, p: Point, o: Options, roun
     const gens = runs.map((r) => r.gen);
     const gen = gens.every((g): g is GenResult => g !== null) ? mergeResults(gens) : null;
     const code = runs.find((r) => r.code !== 0)?.code ?? 0;
-    const w = window as { elapsedS: number; server: number | null; machine: number | null } | null;
+    const w = window as { elapsedS: number; server: number | null; machine: number | null; steal: number | null } | null;
     const serverCpu = w?.server ?? null;
     const serverShare = w && serverCpu !== null && w.elapsedS > 0 ? serverCpu / w.elapsedS : null;
     const other =
@@ -347,6 +362,7 @@ function runPoint(bin: string, server: RunningServer, p: Point, o: Options, roun
       serverCpuSec: serverCpu,
       serverCpuShare: serverShare,
       otherCpuShare: other,
+      stealShare: w && w.steal !== null && w.elapsedS > 0 ? w.steal / w.elapsedS : null,
     };
   });
 }
@@ -391,6 +407,11 @@ function med(records: RunRecord[], server: string, point: string, pick: (r: RunR
   return median(vals);
 }
 
+/** A generator's load over the window: its CPU, or when it spins (and so always uses its core) the share of the time it had work. */
+function generatorLoad(g: GenResult | null | undefined): number | undefined {
+  return g?.busyShare ?? g?.cpuShare;
+}
+
 /** The latency shown in the main table: put → INSERTED for a cycle, put due → RESERVED at a fixed rate. */
 function mainLatency(r: RunRecord): Hist | undefined {
   return r.gen?.mode === 'rate' ? r.gen.latency : r.gen?.put;
@@ -409,7 +430,7 @@ function summaryTable(o: Options, specs: ServerSpec[], records: RunRecord[]): st
     for (const n of names) {
       const fail = records.filter((r) => r.server === n && r.point === p.id && !r.ok).length;
       const v = med(records, n, p.id, (r) => r.gen?.jobsPerSec);
-      const genShare = med(records, n, p.id, (r) => r.gen?.cpuShare);
+      const genShare = med(records, n, p.id, (r) => generatorLoad(r.gen));
       const offered = med(records, n, p.id, (r) => r.gen?.offeredPerSec);
       const marks = `${genShare > GENERATOR_LIMIT_SHARE ? ' †' : ''}${v < offered * SATURATED_SHARE ? ' §' : ''}`;
       cells.push(`${Number.isNaN(v) ? '–' : fmtInt(v)}${marks}${fail ? ` (${fail} failed)` : ''}`);
@@ -427,7 +448,7 @@ function summaryTable(o: Options, specs: ServerSpec[], records: RunRecord[]): st
       cells.push(`${us(med(records, n, p.id, (r) => mainLatency(r)?.p50us))} / ${us(med(records, n, p.id, (r) => mainLatency(r)?.p99us))}`);
     }
     for (const n of names) cells.push(pct(med(records, n, p.id, (r) => r.serverCpuShare)));
-    cells.push(names.map((n) => pct(med(records, n, p.id, (r) => r.gen?.cpuShare))).join(' / '));
+    cells.push(names.map((n) => `${pct(med(records, n, p.id, (r) => generatorLoad(r.gen)))}${o.spin ? '~' : ''}`).join(' / '));
     cells.push(names.map((n) => pct(med(records, n, p.id, (r) => r.otherCpuShare))).join(' / '));
     lines.push(`| ${cells.join(' | ')} |`);
   }
@@ -582,7 +603,7 @@ async function main(argv: string[]): Promise<number> {
           if (!r.ok) failures++;
           const g = r.gen;
           log(
-            `round ${round + 1}/${o.rounds} ${spec.name.padEnd(10)} ${p.id.padEnd(8)} ${g ? `${fmtInt(g.jobsPerSec).padStart(7)} jobs/s  generator ${pct(g.cpuShare)}  server ${pct(r.serverCpuShare)}  others ${pct(r.otherCpuShare)}` : 'no result'}${r.ok ? '' : `  FAILED (exit ${r.exitCode}${g ? `, ${g.errors} errors` : ''}${server.alive() ? '' : ', server died'})`}`,
+            `round ${round + 1}/${o.rounds} ${spec.name.padEnd(10)} ${p.id.padEnd(8)} ${g ? `${fmtInt(g.jobsPerSec).padStart(7)} jobs/s  generator ${pct(generatorLoad(g))}${o.spin ? '~' : ''}  server ${pct(r.serverCpuShare)}  others ${pct(r.otherCpuShare)}  steal ${r.stealShare === null ? '–' : `${(r.stealShare * 100).toFixed(1)}%`}` : 'no result'}${r.ok ? '' : `  FAILED (exit ${r.exitCode}${g ? `, ${g.errors} errors` : ''}${server.alive() ? '' : ', server died'})`}`,
           );
           if (!server.alive()) {
             log(`cycle-c: ${spec.name} died; its last output:\n${server.output()}`);
@@ -602,6 +623,9 @@ async function main(argv: string[]): Promise<number> {
   const notes = [
     '† the generator used > 90% of a core: the figure may be its limit. § a fixed-rate point delivered < 97% of the offered rate: the server was saturated and its latency is the backlog.',
   ];
+  if (o.spin) notes.push('~ the generators spun (--spin): their CPU is the share of the window they spent on replies and puts; the rest of their core went to polling.');
+  const stolen = records.filter((r) => (r.stealShare ?? 0) > 0).length;
+  if (stolen > 0) notes.push(`Steal: in ${stolen} of ${records.length} runs the hypervisor took CPU time from this machine during the window (per run in the JSON, stealShare): their tails include stalls no server caused.`);
   if (others > NOISY_SHARE) notes.push(`Warning: other processes used ${pct(others)} of a core (median over the runs' windows): the figures are noisy.`);
   const stamp = startedAt.toISOString().slice(0, 19).replace(/:/g, '');
   const file = path.join(o.outDir, `cycle-c-${stamp}.json`);

@@ -71,6 +71,20 @@ describe('tools/bench-c-cycle.c', () => {
     }
   });
 
+  it('rate, spinning (-s): paced by the clock, every job put is reserved once, and its load is a share of the window', async () => {
+    const { code, out } = await run(['-w', '0.3', '-s', 'rate', String(server.port), '2', '2', '2000', '1', 'cgen-spin']);
+    expect(code).toBe(0);
+    expect(out.errors).toBe(0);
+    expect(out.spin).toBe(true);
+    // Paced by the clock (no timer): never a put before its due time, so at most the rate times the
+    // window; and puts at all (a loaded machine may delay the window's last ones past its end).
+    expect(out.putsSent).toBeLessThanOrEqual(Math.ceil(2000 * out.wallSec) + 1);
+    expect(out.putsSent).toBeGreaterThan(500);
+    expect(out.reservedTotal).toBe(out.putsTotal);
+    expect(out.busyShare).toBeGreaterThan(0);
+    expect(out.busyShare).toBeLessThan(out.cpuShare + 0.05);
+  });
+
   it('cycle, pipelined: jobs go round without an error', async () => {
     const { code, out } = await run(['-w', '0.3', 'cycle', String(server.port), '4', '4', '1', 'cgen-cycle']);
     expect(code).toBe(0);
