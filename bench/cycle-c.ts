@@ -189,6 +189,7 @@ interface RunRecord {
    * from 0.25%). A round with steal had stalls no server caused.
    */
   stealShare: number | null;
+  stealSec: number | null;
 }
 
 function parsePoint(spec: string): Point {
@@ -362,6 +363,7 @@ function runPoint(bin: string, server: RunningServer, p: Point, o: Options, roun
       serverCpuSec: serverCpu,
       serverCpuShare: serverShare,
       otherCpuShare: other,
+      stealSec: w?.steal ?? null,
       stealShare: w && w.steal !== null && w.elapsedS > 0 ? w.steal / w.elapsedS : null,
     };
   });
@@ -510,21 +512,27 @@ function tailTable(o: Options, specs: ServerSpec[], records: RunRecord[]): strin
   return lines.join('\n');
 }
 
+/** A run whose window lost at most this much CPU time to the hypervisor (one 10 ms tick) counts as without steal. */
+const QUIET_STEAL_S = 0.011;
+
 /**
  * The fixed-rate points' put due → RESERVED latency with every round's buckets pooled: one
  * distribution per server over all rounds, so a p99 rests on every job measured instead of on one
  * round of them. The ratio to beanstalkd's pooled p99 comes with a 90% interval from resampling the
  * rounds (paired: round k of both servers together), which says how much of it the rounds' swing
- * could make.
+ * could make. The last column is the same over the rounds in which neither run lost CPU time to
+ * the hypervisor (steal, at most one tick): there a tail is the servers' own.
  */
 function pooledTable(o: Options, specs: ServerSpec[], records: RunRecord[]): string {
   const rate = o.points.filter((p) => p.mode === 'rate');
   const hasRef = specs.some((s) => s.name === 'beanstalkd');
   if (rate.length === 0) return '';
-  const head = ['point', 'server', 'rounds', 'jobs', 'pooled p50', 'pooled p98', 'pooled p99', 'pooled p99.9', ...(hasRef ? ["pooled p99 / beanstalkd's (90% interval)"] : [])];
+  const head = ['point', 'server', 'rounds', 'jobs', 'pooled p50', 'pooled p98', 'pooled p99', 'pooled p99.9', ...(hasRef ? ["pooled p99 / beanstalkd's (90% interval)", 'the same, rounds without steal'] : [])];
   const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
-  const bucketsOf = (server: string, point: string, round: number): Buckets | undefined =>
-    records.find((r) => r.round === round && r.point === point && r.server === server && r.ok)?.gen?.latency?.buckets;
+  const runOf = (server: string, point: string, round: number): RunRecord | undefined =>
+    records.find((r) => r.round === round && r.point === point && r.server === server && r.ok);
+  const bucketsOf = (server: string, point: string, round: number): Buckets | undefined => runOf(server, point, round)?.gen?.latency?.buckets;
+  const quiet = (server: string, point: string, round: number): boolean => (runOf(server, point, round)?.stealSec ?? Infinity) <= QUIET_STEAL_S;
   for (const p of rate) {
     for (const s of specs) {
       const own = Array.from({ length: o.rounds }, (_, k) => bucketsOf(s.name, p.id, k));
@@ -535,11 +543,14 @@ function pooledTable(o: Options, specs: ServerSpec[], records: RunRecord[]): str
       if (hasRef) {
         const ref = Array.from({ length: o.rounds }, (_, k) => bucketsOf('beanstalkd', p.id, k));
         const paired = own.flatMap((b, k) => (b !== undefined && ref[k] !== undefined ? [[b, ref[k]] as const] : []));
-        if (s.name === 'beanstalkd' || paired.length === 0) cells.push('–');
-        else {
-          const { ratio, low, high } = pooledRatio(paired, 0.99);
-          cells.push(`${ratio.toFixed(2)} (${low.toFixed(2)}–${high.toFixed(2)})`);
-        }
+        const shown = (ps: (typeof paired)[number][]): string => {
+          if (ps.length === 0) return '–';
+          const { ratio, low, high } = pooledRatio(ps, 0.99);
+          return `${ratio.toFixed(2)} (${low.toFixed(2)}–${high.toFixed(2)})`;
+        };
+        const calm = own.flatMap((b, k) => (b !== undefined && ref[k] !== undefined && quiet(s.name, p.id, k) && quiet('beanstalkd', p.id, k) ? [[b, ref[k]] as const] : []));
+        if (s.name === 'beanstalkd') cells.push('–', '–');
+        else cells.push(shown(paired), calm.length === 0 ? '–' : `${shown(calm)}, ${calm.length} round${calm.length === 1 ? '' : 's'}`);
       }
       lines.push(`| ${cells.join(' | ')} |`);
     }
