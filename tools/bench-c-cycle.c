@@ -27,7 +27,7 @@
  *
  * -s (spin): epoll_wait never sleeps, and a rate's puts are paced by the clock instead of a timerfd.
  *   Sleeping, each reply costs a wake-up, and at 20,000 jobs/s on this VM that left the generator
- *   with 10-15% of its core to spare, so a hiccup's backlog drained slowly and its tail was the
+ *   with 5-15% of its core to spare, so a hiccup's backlog drained slowly and its tail was the
  *   generator's. Spinning, it always uses its whole core (put it on a core of its own); `busyShare`
  *   is the share of the window it spent on replies and puts, which is its load.
  * Both: all connections connect and set up (`use`, `watch`, `ignore default`) first; then WARMUP_S
