@@ -15,7 +15,7 @@ describe('pooledQuantile', () => {
   it('adds the rounds up before it ranks, by the smallest value with at least q of the samples at or below it', () => {
     expect(pooledQuantile([[[10, 1], [20, 1], [30, 2]]], 0.5)).toBe(20);
     expect(pooledQuantile([[[10, 1], [20, 1], [30, 2]]], 0.51)).toBe(30);
-    // Two rounds whose p99s are 1 and 100 µs: pooled, the tail of the second is 1% of 200 samples, not of 100.
+    // Two rounds whose p99s are about 1 and 100 µs: pooled, the tail of the second is 1% of 200 samples, not of 100.
     const calm = round(100, 0.01);
     const stormy: Buckets = [[1, 98], [100, 2]];
     expect(pooledQuantile([calm], 0.99)).toBe(0.99);
