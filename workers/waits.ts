@@ -56,6 +56,9 @@ export class Waiter {
   }
 }
 
+/** Whether `other` was read after `w` (Multiset.appendInOrder's order for waiting sets). */
+const readAfter = (other: Waiter, w: Waiter): boolean => other.stamp > w.stamp;
+
 export class ShardWaits {
   /** Each connection's waiter, parked or not, kept until the connection closes (one object per worker, not per reserve). */
   private readonly byConn = new Map<number, Waiter>();
@@ -120,7 +123,6 @@ export class ShardWaits {
     }
     if (w.tubes.length < count) w.tubes = new Int32Array(count);
     w.stamp = stamp;
-    const readAfter = (other: Waiter): boolean => other.stamp > stamp;
     for (let i = 0; i < count; i++) {
       const t = tubes[i];
       w.tubes[i] = t;

@@ -25,14 +25,16 @@ export class Multiset<T> {
   }
 
   /**
-   * Appends `item` ahead of the trailing items that `later` says arrived after it should have:
-   * where beanstalkd's append would have put it, had it come in its turn (the items behind it
-   * shift up one place, as they would have been appended after it; the take cursor stays).
+   * Appends `item` ahead of the trailing items that `later(other, item)` says arrived after it
+   * should have: where beanstalkd's append would have put it, had it come in its turn (the items
+   * behind it shift up one place, as they would have been appended after it; the take cursor
+   * stays). `later` takes both, so that a caller passes one function for every call, not a
+   * closure per item.
    */
-  appendInOrder(item: T, later: (other: T) => boolean): void {
+  appendInOrder(item: T, later: (other: T, item: T) => boolean): void {
     const items = this.items;
     let i = items.length;
-    while (i > 0 && later(items[i - 1])) i--;
+    while (i > 0 && later(items[i - 1], item)) i--;
     if (i === items.length) items.push(item);
     else items.splice(i, 0, item);
   }
