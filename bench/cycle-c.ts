@@ -293,8 +293,9 @@ function runPoint(bin: string, server: RunningServer, p: Point, o: Options, roun
   const warmup = p.mode === 'rate' ? o.rateWarmup : o.warmup;
   const stderr: string[] = [];
   type Sample = { t: number; server: number | null; machine: number | null; steal: number | null };
+  type Window = { elapsedS: number; server: number | null; machine: number | null; steal: number | null };
   let atStart: Sample | null = null;
-  let window: { elapsedS: number; server: number | null; machine: number | null; steal: number | null } | null = null;
+  let window: Window | null = null;
   const sample = (): Sample => {
     const m = machineCpuS();
     return { t: performance.now(), server: processCpuS(server.pid), machine: m?.busyS ?? null, steal: m?.stealS ?? null };
@@ -347,7 +348,7 @@ function runPoint(bin: string, server: RunningServer, p: Point, o: Options, roun
     const gens = runs.map((r) => r.gen);
     const gen = gens.every((g): g is GenResult => g !== null) ? mergeResults(gens) : null;
     const code = runs.find((r) => r.code !== 0)?.code ?? 0;
-    const w = window as { elapsedS: number; server: number | null; machine: number | null; steal: number | null } | null;
+    const w = window as Window | null;
     const serverCpu = w?.server ?? null;
     const serverShare = w && serverCpu !== null && w.elapsedS > 0 ? serverCpu / w.elapsedS : null;
     const other =
@@ -541,16 +542,21 @@ function pooledTable(o: Options, specs: ServerSpec[], records: RunRecord[]): str
       const jobs = mine.reduce((a, b) => a + b.reduce((x, [, c]) => x + c, 0), 0);
       const cells = [p.label, s.name, String(mine.length), fmtInt(jobs), ...[0.5, 0.98, 0.99, 0.999].map((q) => us(pooledQuantile(mine, q)))];
       if (hasRef) {
-        const ref = Array.from({ length: o.rounds }, (_, k) => bucketsOf('beanstalkd', p.id, k));
-        const paired = own.flatMap((b, k) => (b !== undefined && ref[k] !== undefined ? [[b, ref[k]] as const] : []));
-        const shown = (ps: (typeof paired)[number][]): string => {
-          if (ps.length === 0) return '–';
-          const { ratio, low, high } = pooledRatio(ps, 0.99);
-          return `${ratio.toFixed(2)} (${low.toFixed(2)}–${high.toFixed(2)})`;
-        };
-        const calm = own.flatMap((b, k) => (b !== undefined && ref[k] !== undefined && quiet(s.name, p.id, k) && quiet('beanstalkd', p.id, k) ? [[b, ref[k]] as const] : []));
         if (s.name === 'beanstalkd') cells.push('–', '–');
-        else cells.push(shown(paired), calm.length === 0 ? '–' : `${shown(calm)}, ${calm.length} round${calm.length === 1 ? '' : 's'}`);
+        else {
+          // Round k of this server beside round k of beanstalkd, where both have buckets.
+          const rounds = own.flatMap((b, k) => {
+            const r = bucketsOf('beanstalkd', p.id, k);
+            return b !== undefined && r !== undefined ? [{ k, pair: [b, r] as const }] : [];
+          });
+          const shown = (rs: typeof rounds): string => {
+            if (rs.length === 0) return '–';
+            const { ratio, low, high } = pooledRatio(rs.map((x) => x.pair), 0.99);
+            return `${ratio.toFixed(2)} (${low.toFixed(2)}–${high.toFixed(2)})`;
+          };
+          const calm = rounds.filter(({ k }) => quiet(s.name, p.id, k) && quiet('beanstalkd', p.id, k));
+          cells.push(shown(rounds), calm.length === 0 ? '–' : `${shown(calm)}, ${calm.length} round${calm.length === 1 ? '' : 's'}`);
+        }
       }
       lines.push(`| ${cells.join(' | ')} |`);
     }
