@@ -11,10 +11,10 @@ import { Multiset } from '../../src/shared/multiset.ts';
 const T = 7; // the tube
 const tubes = Int32Array.of(T);
 
-/** Parks conn as a reserve over several shards on T; returns its slot and ticket. */
 /** Each park's place in the shard's applied order (ShardCore's stamp): in the order they are made. */
 let nextStamp = 0;
 
+/** Parks conn as a reserve over several shards on T; returns its slot and ticket. */
 function parkRemote(w: ShardWaits, claims: Claims, conn: number): { slot: number; ticket: number } {
   const slot = claims.slot();
   const ticket = claims.open(slot);
