@@ -11,7 +11,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeMesh, ShardPool, type ReplyTarget } from '../../src/route/shards.ts';
 import { recover } from '../../workers/wal/reader.ts';
-import { E_RESERVED, HEADER_BYTES, OP_DELETE, OP_FAN_WAIT, OP_PEEK_BEST, OP_PEEK_READY, OP_PUT, OP_RESERVE_WAIT, R_JOB, R_NONE, R_OK, R_PARKED, replyKind, RESERVE_FOREVER } from '../../src/shared/records.ts';
+import { E_RESERVED, OP_DELETE, OP_FAN_WAIT, OP_PEEK_BEST, OP_PEEK_READY, OP_PUT, OP_RESERVE_WAIT, peekStamp, R_JOB, R_NONE, R_OK, R_PARKED, replyKind, RESERVE_FOREVER } from '../../src/shared/records.ts';
+import { waitUntil } from '../support/harness.ts';
 import { Claims } from '../../src/shared/claims.ts';
 
 const pools: ShardPool[] = [];
@@ -270,7 +271,7 @@ describe('mesh: a reserve over several shards keeps its place among the waiting 
     const sites = reservingSites(mesh, claims, (buf, at) => reservedTo.push(buf.readUInt32LE(at + 8)));
     let stampOf!: (n: number) => void;
     const stamp = new Promise<number>((r) => (stampOf = r));
-    const peek = sites[0].request(2, 0, { onShardReply: (_s, _k, _q, buf, at) => stampOf(buf.readDoubleLE(at + HEADER_BYTES)) }, 0);
+    const peek = sites[0].request(2, 0, { onShardReply: (_s, _k, _q, buf, at) => stampOf(peekStamp(buf, at) as number) }, 0);
     peek.header(OP_PEEK_BEST, 4, 8, 1, 0, 0, 0);
     peek.u32(5);
     sites[0].flush();
@@ -295,17 +296,11 @@ describe('mesh: a reserve over several shards keeps its place among the waiting 
       put(sites[3], 2, 5, id, p.target);
       sites[3].flush();
       expect(await p.kind).toBe(R_OK);
-      await waitFor(() => reservedTo.length === id);
+      await waitUntil(`job ${id} reserved`, () => reservedTo.length === id, () => String(reservedTo), 1000, 1);
     }
     expect(reservedTo).toEqual(order);
   });
 });
-
-/** Lets the sites' pumps run until `ok` holds (at most a second). */
-async function waitFor(ok: () => boolean): Promise<void> {
-  for (let i = 0; i < 1000 && !ok(); i++) await new Promise((r) => setTimeout(r, 1));
-  expect(ok()).toBe(true);
-}
 
 describe('mesh: the log names a tube another thread made', () => {
   it('a put that arrives before the tube\'s name (OP_TUBE_NAME travels on the creating thread\'s ring) is logged with the name from the shared table', async () => {
