@@ -25,6 +25,7 @@ const router = new Router({
   walFaults: d.walFaults,
   backlogBytes: d.backlogBytes,
   busyPollUs: d.busyPollUs,
+  busyPollSpinUs: d.busyPollSpinUs,
   mesh: { mesh: d.mesh, site: d.site },
   shared: d.shared,
 });

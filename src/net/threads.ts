@@ -30,6 +30,8 @@ export interface SiteData {
   readonly backlogBytes?: number;
   /** --busy-poll-us (RouterConfig.busyPollUs). */
   readonly busyPollUs?: number;
+  /** --busy-poll-spin-us (RouterConfig.busyPollSpinUs). */
+  readonly busyPollSpinUs?: number;
 }
 
 /** A site's counters row: the main thread has row 0. */

@@ -1,9 +1,10 @@
 // --busy-poll-us: after a read, the connections' thread keeps polling its sockets for a while
 // instead of sleeping in the kernel (src/route/router.ts), and sleeps again once reads stop, so an
-// idle server costs no CPU. What polling gains is measured in bench/ (cycle-c.ts), not here.
+// idle server costs no CPU; between turns that read nothing it waits a little on the CPU
+// (--busy-poll-spin-us). What polling gains is measured in bench/ (cycle-c.ts), not here.
 
 import { afterEach, expect, it } from 'vitest';
-import { BUSY_POLL_US_DEFAULT, BUSY_POLL_US_MAX } from '../../src/route/router.ts';
+import { BUSY_POLL_SPIN_US_DEFAULT, BUSY_POLL_SPIN_US_LOW_TAIL, BUSY_POLL_SPIN_US_MAX, BUSY_POLL_US_DEFAULT, BUSY_POLL_US_MAX } from '../../src/route/router.ts';
 import { busyPollByDefault, startServer, type RunningServer } from '../../src/server.ts';
 import { connect, type Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
@@ -15,8 +16,8 @@ afterEach(async () => {
   for (const s of servers.splice(0)) await s.close();
 });
 
-async function serve(busyPollUs?: number): Promise<{ s: RunningServer; c: Client }> {
-  const s = await startServer({ port: 0, shards: 1, logLevel: 'silent', workq: null, busyPollUs });
+async function serve(busyPollUs?: number, busyPollSpinUs?: number): Promise<{ s: RunningServer; c: Client }> {
+  const s = await startServer({ port: 0, shards: 1, logLevel: 'silent', workq: null, busyPollUs, busyPollSpinUs });
   servers.push(s);
   const c = await connect(s.port);
   clients.push(c);
@@ -46,6 +47,24 @@ it('the default polls (BUSY_POLL_US_DEFAULT); 0 never does', async () => {
   for (let i = 0; i < 20; i++) expect(await off.c.request('use t')).toBe('USING t\r\n');
   expect(off.s.router.busyPolls).toBe(0);
   expect(off.s.router.busyPolling).toBe(false);
+});
+
+it('given --busy-poll-spin-us, a polling thread waits between turns that read nothing; by default (0) it never does; replies as ever', async () => {
+  expect(BUSY_POLL_SPIN_US_DEFAULT).toBe(0);
+  for (const spinUs of [BUSY_POLL_SPIN_US_LOW_TAIL, BUSY_POLL_SPIN_US_MAX, undefined, 0]) {
+    const { s, c } = await serve(BUSY_POLL_US_MAX, spinUs);
+    expect(await c.request('use t')).toBe('USING t\r\n');
+    // The window (10 ms) passes without a read: the thread waited between its idle turns, or not.
+    await waitUntil('the thread sleeps again', () => !s.router.busyPolling);
+    if ((spinUs ?? BUSY_POLL_SPIN_US_DEFAULT) === 0) expect(s.router.busySpins).toBe(0);
+    else expect(s.router.busySpins).toBeGreaterThan(0);
+    // The waits stay within the window: the poll ended, and the next read starts it again.
+    expect(s.router.busyPolls).toBe(1);
+    expect(await c.request('put 0 0 10 2\r\nhi')).toBe('INSERTED 1\r\n');
+    expect(s.router.busyPolls).toBe(2);
+    expect(await c.request('watch t')).toBe('WATCHING 2\r\n');
+    expect(await c.request('reserve-with-timeout 0')).toBe('RESERVED 1 2\r\nhi\r\n');
+  }
 });
 
 it('by default only threads that can have a core to themselves poll', () => {

@@ -74,6 +74,9 @@ describe('the shardstalk command', () => {
     const poll = spawnSync(NODE, [MAIN, '--busy-poll-us', '10001'], { encoding: 'utf8' });
     expect(poll.status).toBe(5);
     expect(poll.stderr).toContain('--busy-poll-us must be between 0 and 10000');
+    const spin = spawnSync(NODE, [MAIN, '--busy-poll-spin-us', '1001'], { encoding: 'utf8' });
+    expect(spin.status).toBe(5);
+    expect(spin.stderr).toContain('--busy-poll-spin-us must be between 0 and 1000');
   });
 
   it.each([[[]], [['--connection-threads']]])('%j: serves, enters drain mode on SIGUSR1 and exits cleanly on SIGTERM', async (flags: string[]) => {
