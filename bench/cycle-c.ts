@@ -26,7 +26,7 @@ import { machineCpuS, processCpuS } from './loadgen/procfs.ts';
 import { pooledQuantile, pooledRatio, type Buckets } from './report/pooled.ts';
 import { fmtInt, fmtUs } from './report/text.ts';
 import { shardOf } from '../src/route/hash.ts';
-import { beanstalkdSpec, beanstalkdVersion, REPO_ROOT, shardstalkSpec, startServer, type RunningServer, type ServerSpec } from './suite/servers.ts';
+import { beanstalkdSpec, beanstalkdVersion, parseVariant, REPO_ROOT, shardstalkSpec, startServer, type RunningServer, type ServerSpec, type Variant } from './suite/servers.ts';
 
 const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
 
@@ -47,7 +47,8 @@ const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
   --shards N       start shardstalk with --shards N (default: its default shard count)
   --servers LIST   beanstalkd,shardstalk (default both; beanstalkd only if installed)
   --variant N=ARGS also run shardstalk with these extra arguments, named shardstalk-N (repeatable),
-                   e.g. --variant 'threads=--all-shards-on-threads'
+                   e.g. --variant 'threads=--all-shards-on-threads'; an argument written node:FLAG
+                   goes to Node (and V8) instead, e.g. 'young=node:--min-semi-space-size=16'
   --pin S/G        run every server on CPUs S and the generators on CPUs G (taskset lists, e.g.
                      "1/0" on 2 cores): neither takes the other's core, so a server that polls
                      (shardstalk's --busy-poll-us) or a scheduler that puts both on one core
@@ -127,8 +128,8 @@ interface Options {
   quick: boolean;
   outDir: string;
   extra: string[];
-  /** Further shardstalk servers: the same with extra arguments. */
-  variants: { name: string; args: string[] }[];
+  /** Further shardstalk servers: the same with extra arguments (`nodeArgs`: Node's, before the script). */
+  variants: Variant[];
   /** --pin: taskset CPU lists for the servers and the generators (null: not pinned). */
   pin: { server: string; generator: string } | null;
   /** --spin: the generators poll without sleeping. */
@@ -260,11 +261,7 @@ function parseOptions(argv: string[]): Options | null {
     extra: positionals,
     pin,
     spin: v.spin === true,
-    variants: (v.variant ?? []).map((x) => {
-      const eq = x.indexOf('=');
-      if (eq <= 0) throw new Error(`--variant wants NAME=ARGS, got "${x}"`);
-      return { name: `shardstalk-${x.slice(0, eq)}`, args: x.slice(eq + 1).split(' ').filter(Boolean) };
-    }),
+    variants: (v.variant ?? []).map(parseVariant),
   };
 }
 
@@ -385,7 +382,7 @@ function serverSpecs(o: Options): ServerSpec[] {
   }
   for (const v of o.variants) {
     const base = shardstalkSpec(o.shards);
-    specs.push({ ...base, name: v.name, description: `${base.description}, ${v.args.join(' ')}`, args: (port, wq) => [...base.args(port, wq), ...o.extra, ...v.args] });
+    specs.push({ ...base, name: v.name, description: `${base.description}, ${[...v.nodeArgs, ...v.args].join(' ')}`, args: (port, wq) => [...v.nodeArgs, ...base.args(port, wq), ...o.extra, ...v.args] });
   }
   const pin = o.pin;
   if (pin === null) return specs;

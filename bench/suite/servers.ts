@@ -99,6 +99,29 @@ export function shardstalkSpec(shards: number | null, workq = false): ServerSpec
   };
 }
 
+/** A shardstalk server run beside the default one: its name, its arguments, and Node's (before the script). */
+export interface Variant {
+  name: string;
+  args: string[];
+  nodeArgs: string[];
+}
+
+/**
+ * `NAME=ARGS` (cycle-c's --variant): shardstalk-NAME, run with ARGS split at spaces; an argument
+ * written `node:FLAG` is Node's (a V8 flag, say), given before the script.
+ */
+export function parseVariant(spec: string): Variant {
+  const eq = spec.indexOf('=');
+  if (eq <= 0) throw new Error(`--variant wants NAME=ARGS, got "${spec}"`);
+  const all = spec.slice(eq + 1).split(' ').filter(Boolean);
+  const NODE = 'node:';
+  return {
+    name: `shardstalk-${spec.slice(0, eq)}`,
+    args: all.filter((a) => !a.startsWith(NODE)),
+    nodeArgs: all.filter((a) => a.startsWith(NODE)).map((a) => a.slice(NODE.length)),
+  };
+}
+
 /** A port that was free a moment ago (the kernel picks it; a server may still race us for it). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

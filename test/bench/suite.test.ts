@@ -9,7 +9,7 @@ import { fullMatrix, quickMatrix } from '../../bench/suite/matrix.ts';
 import { GENERATED_BEGIN, GENERATED_END, median, mergeResults, pairedRatio, WORKQ_GENERATED_BEGIN, WORKQ_GENERATED_END, type RunRecord } from '../../bench/suite/results.ts';
 import { barChart, escapeXml, lineChart, niceStep } from '../../bench/report/svg.ts';
 import { queryServer } from '../../bench/loadgen/procfs.ts';
-import { BEANSTALKD_PATH, beanstalkdSpec, REPO_ROOT, ServerStartFailure, shardstalkSpec, startServer } from '../../bench/suite/servers.ts';
+import { BEANSTALKD_PATH, beanstalkdSpec, parseVariant, REPO_ROOT, ServerStartFailure, shardstalkSpec, startServer } from '../../bench/suite/servers.ts';
 import { beanstalkdMissingAt } from '../support/servers.ts';
 
 function rec(server: string, round: number, jobsPerSec: number, ok = true): RunRecord {
@@ -35,6 +35,18 @@ function rec(server: string, round: number, jobsPerSec: number, ok = true): RunR
     duplicated: 0,
   };
 }
+
+describe('cycle-c variants', () => {
+  it('NAME=ARGS: the server arguments, and Node\'s written node:FLAG, kept in order', () => {
+    expect(parseVariant('lowtail=node:--min-semi-space-size=16 --busy-poll-us 500 --busy-poll-spin-us 10')).toEqual({
+      name: 'shardstalk-lowtail',
+      args: ['--busy-poll-us', '500', '--busy-poll-spin-us', '10'],
+      nodeArgs: ['--min-semi-space-size=16'],
+    });
+    expect(parseVariant('threads=--all-shards-on-threads')).toEqual({ name: 'shardstalk-threads', args: ['--all-shards-on-threads'], nodeArgs: [] });
+    expect(() => parseVariant('--busy-poll-us 0')).toThrow('--variant wants NAME=ARGS');
+  });
+});
 
 describe('suite arithmetic', () => {
   it('takes medians of odd and even counts', () => {
