@@ -9,7 +9,7 @@
 
 /** The fewest iterations per millisecond the calibration assumes (a thread descheduled mid-wait measures a low rate). */
 export const SPIN_RATE_MIN = 1_000;
-/** The most iterations per millisecond it assumes (an optimized empty loop runs ~1 per ns). */
+/** The most iterations per millisecond it assumes (a hundred times what an optimized empty loop runs, ~1 per ns). */
 export const SPIN_RATE_MAX = 100_000_000;
 
 /** Where the loop's result goes, so that the compiler cannot drop the loop. */
