@@ -329,21 +329,21 @@ export class Router {
   private readonly spinner = new Spinner();
   private readSeen = false;
   private polling = false;
-  private pollUntil = 0;
-  private idleSince = 0;
+  /** When the poll last saw a read: it polls until busyPollMs after it. */
+  private lastReadAt = 0;
   private readonly poll = (): void => {
     const now = performance.now();
     if (this.readSeen) {
       this.readSeen = false;
-      this.pollUntil = now + this.busyPollMs;
-      this.idleSince = now;
+      this.lastReadAt = now;
     }
-    if (now >= this.pollUntil) {
+    const idle = now - this.lastReadAt;
+    if (idle >= this.busyPollMs) {
       this.polling = false;
       return;
     }
     // Output of this turn waits for flushNow, an immediate behind this one: no wait then.
-    const wait = this.flushScheduled ? 0 : idleWaitMs(now - this.idleSince, this.pollUntil - now, this.spinMaxMs);
+    const wait = this.flushScheduled ? 0 : idleWaitMs(idle, this.busyPollMs - idle, this.spinMaxMs);
     if (wait > 0) {
       this.spinner.spin(wait, now);
       this.busySpins++;
