@@ -40,6 +40,16 @@ if (process.env.NODE_COMPILE_CACHE !== undefined || module.enableCompileCache?.(
 const dir = module.getCompileCacheDir?.();
 if (dir !== undefined && process.env.NODE_COMPILE_CACHE === undefined) process.env.NODE_COMPILE_CACHE = dir;
 
+// Young-generation collections run on the thread that collects, not spread over V8's helper
+// threads. The server's threads are meant to have the cores (one per core, or fewer), so a helper
+// that wakes for a 0.2 ms scavenge takes a core from a thread serving connections: on this 2-core VM
+// (server on one core, a polling load at 10,000 jobs/s), ~1,400 helper wake-ups in 5 s preempted
+// the serving thread ~1,300 times; serial, ~350 (what is left is the start's compilations), and the
+// p98 of put -> RESERVED fell from 181 to 143 us (20 rounds, bench/RESULTS.md, session 21). The
+// flag is read at every scavenge, so it holds though the heap exists already, for every thread's
+// isolate. A command line that names the flag itself (`node --parallel-scavenge bin/...`) wins.
+if (!process.execArgv.some((a) => /^--(no-)?parallel[-_]scavenge\b/.test(a))) v8.setFlagsFromString('--no-parallel-scavenge');
+
 // The start resolves and evaluates a hundred modules once. That makes Node's own loader functions
 // hot enough for V8's optimizing compilers (29 compilations measured), which brings 8 MiB of the
 // compilers' code pages into an idle server that never runs that code again. So the start runs on
