@@ -24,12 +24,22 @@ const MALLOC_ENV = { MALLOC_ARENA_MAX: '1', MALLOC_MMAP_THRESHOLD_: '32768', MAL
 // they are off before Node's loader resolves this file, whose path functions a long checkout path
 // makes hot enough to compile before this file's first line could turn them off (seen in CI).
 const COMPILERS_OFF = ['--no-maglev', '--no-turbofan'];
+// A young generation of 16 MB semi-spaces from the start. V8 sizes it itself (1-4 MB here) and
+// grows it only when much survives, which little does in this server; a polling thread allocates
+// 50-130 MB/s (Node's immediates), so a young collection came every 10-30 ms, and the puts that
+// arrived during one were among the slowest percent (at 10,000 jobs/s, with the long polling
+// window, p99 169 -> 93 us; bench/RESULTS.md, session 21). A V8 flag, so every thread's isolate
+// gets it: its pages are touched only while a thread allocates fast (idle RSS unchanged; under
+// load ~22 MiB more per busy thread, given back after it). A command line that names a
+// semi-space size itself keeps its own. Given only to the replacement below (so on Linux with
+// glibc): V8 reads it when an isolate's heap is made, so set later it would miss the main thread's.
+const YOUNG = process.execArgv.some((a) => /semi[-_]space/.test(a)) ? [] : ['--min-semi-space-size=16'];
 if (
   process.platform === 'linux' && typeof process.execve === 'function' && process.env.GLIBC_TUNABLES === undefined &&
   Object.keys(MALLOC_ENV).every((k) => process.env[k] === undefined) &&
   process.report?.getReport().header.glibcVersionRuntime !== undefined
 ) {
-  process.execve(process.execPath, [process.execPath, ...COMPILERS_OFF, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...MALLOC_ENV });
+  process.execve(process.execPath, [process.execPath, ...COMPILERS_OFF, ...YOUNG, ...process.execArgv, ...process.argv.slice(1)], { ...process.env, ...MALLOC_ENV });
 }
 
 const COMPILE_CACHE_DIR = fileURLToPath(new URL('../node_modules/.cache/shardstalk/', import.meta.url));
@@ -43,9 +53,9 @@ if (dir !== undefined && process.env.NODE_COMPILE_CACHE === undefined) process.e
 // Young-generation collections run on the thread that collects, not spread over V8's helper
 // threads. The server's threads are meant to have the cores (one per core, or fewer), so a helper
 // that wakes for a 0.2 ms scavenge takes a core from a thread serving connections: on this 2-core VM
-// (server on one core, a polling load at 10,000 jobs/s), ~1,400 helper wake-ups in 5 s preempted
-// the serving thread ~1,300 times; serial, ~350 (what is left is the start's compilations), and the
-// p98 of put -> RESERVED fell from 181 to 143 us (20 rounds, bench/RESULTS.md, session 21). The
+// (server on one core, a polling load at 10,000 jobs/s), 1,400-1,800 helper wake-ups in 7 s
+// preempted the serving thread 1,300-1,900 times; serial, 350-530 times (beanstalkd: 50-400), and
+// the p98 of put -> RESERVED fell from 181 to 143 us (20 rounds, bench/RESULTS.md, session 21). The
 // flag is read at every scavenge, so it holds though the heap exists already, for every thread's
 // isolate. A command line that names the flag itself (`node --parallel-scavenge bin/...`) wins.
 if (!process.execArgv.some((a) => /^--(no-)?parallel[-_]scavenge\b/.test(a))) v8.setFlagsFromString('--no-parallel-scavenge');

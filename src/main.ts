@@ -6,7 +6,7 @@ import { VERSION } from './version.ts';
 import { makeLogger } from './log.ts';
 import { startReclaimTimer } from './shared/reclaim.ts';
 import { JOB_SIZE_DEFAULT } from './proto/beanstalk/parser.ts';
-import { BUSY_POLL_SPIN_US_DEFAULT, BUSY_POLL_SPIN_US_MAX, BUSY_POLL_US_DEFAULT, BUSY_POLL_US_MAX } from './route/router.ts';
+import { BUSY_POLL_LONG_US_DEFAULT, BUSY_POLL_SPIN_US_DEFAULT, BUSY_POLL_SPIN_US_MAX, BUSY_POLL_US_DEFAULT, BUSY_POLL_US_MAX } from './route/router.ts';
 import { connectionThreadsByDefault, connectionThreadsChosen, FSYNC_MS_DEFAULT, HOST_DEFAULT, PORT_DEFAULT, shardsDefault, startServer, WORKQ_PORT_DEFAULT } from './server.ts';
 import { SEGMENT_BYTES_DEFAULT } from '../workers/wal/segment.ts';
 import { HTTP_METRICS_TUBES_DEFAULT, HTTP_PORT_DEFAULT } from './ops/http.ts';
@@ -43,10 +43,14 @@ Options:
               request, a shard thread) before sleeping, so a client's next command needs no wake-up
               (0: sleep at once; default ${BUSY_POLL_US_DEFAULT} for the threads that can have a core to
               themselves, none for the others; costs CPU only while commands keep coming)
+ --busy-poll-long-us N  a thread serving connections polls this long instead while that costs at
+              most half a core more than the --busy-poll-us window would (it measures
+              what that window would sleep), so a steady load meets no wake-ups (default
+              ${BUSY_POLL_LONG_US_DEFAULT}; 0: never)
  --busy-poll-spin-us N  the longest a polling thread waits between two turns of its loop that
-              read nothing: half its idle time so far, at least 2 µs, at most N (fewer turns,
-              less garbage; part of the low-tail configuration, README "Busy polling"; default
-              ${BUSY_POLL_SPIN_US_DEFAULT}: no wait)
+              read nothing, once the --busy-poll-us window has passed: half its idle time so far,
+              at least 2 µs, at most N (fewer turns, less garbage; default
+              ${BUSY_POLL_SPIN_US_DEFAULT}; 0: no wait)
  -V           increase verbosity (info; -V debug; -VV trace)
  -v, --version  show version information
  -h, --help   show this help
@@ -83,6 +87,7 @@ try {
       'no-connection-threads': { type: 'boolean' },
       'busy-poll-us': { type: 'string' },
       'busy-poll-spin-us': { type: 'string' },
+      'busy-poll-long-us': { type: 'string' },
       'workq-listen': { type: 'string' },
       'no-workq': { type: 'boolean' },
       http: { type: 'string' },
@@ -145,6 +150,7 @@ const server = await startServer({
   connectionThreads,
   busyPollUs: intArg('--busy-poll-us', o['busy-poll-us'], 0, BUSY_POLL_US_MAX),
   busyPollSpinUs: intArg('--busy-poll-spin-us', o['busy-poll-spin-us'], 0, BUSY_POLL_SPIN_US_MAX),
+  busyPollLongUs: intArg('--busy-poll-long-us', o['busy-poll-long-us'], 0, BUSY_POLL_US_MAX),
   binlogDir: o.b,
   fsyncMs: intArg('-f', o.f, 0, 86_400_000),
   noFsync: o.F ?? false,

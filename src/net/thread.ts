@@ -26,6 +26,7 @@ const router = new Router({
   backlogBytes: d.backlogBytes,
   busyPollUs: d.busyPollUs,
   busyPollSpinUs: d.busyPollSpinUs,
+  busyPollLongUs: d.busyPollLongUs,
   mesh: { mesh: d.mesh, site: d.site },
   shared: d.shared,
 });

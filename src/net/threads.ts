@@ -32,6 +32,8 @@ export interface SiteData {
   readonly busyPollUs?: number;
   /** --busy-poll-spin-us (RouterConfig.busyPollSpinUs). */
   readonly busyPollSpinUs?: number;
+  /** --busy-poll-long-us (RouterConfig.busyPollLongUs). */
+  readonly busyPollLongUs?: number;
 }
 
 /** A site's counters row: the main thread has row 0. */

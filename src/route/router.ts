@@ -13,6 +13,7 @@ import {
 } from '../shared/records.ts';
 import { Claims, type ClaimsShared } from '../shared/claims.ts';
 import { JobIds, type JobIdsShared } from '../shared/jobids.ts';
+import { PollWindow } from '../shared/pollwindow.ts';
 import { Spinner } from '../shared/spin.ts';
 import { JobShardMap, OneShard, type JobRouting, type JobShardMapShared } from './jobmap.ts';
 import { Reserves } from './reserve.ts';
@@ -30,8 +31,14 @@ import { WorkqRouter } from './workq.ts';
  * awake. Costs CPU only while reads keep coming: at most this long per read, never when idle.
  */
 export const BUSY_POLL_US_DEFAULT = 50;
-/** The largest --busy-poll-us. */
+/** The largest --busy-poll-us and --busy-poll-long-us. */
 export const BUSY_POLL_US_MAX = 10_000;
+/**
+ * The window a connection-serving thread polls with while that costs at most half a core
+ * more than the short one (microseconds; --busy-poll-long-us; src/shared/pollwindow.ts): at a
+ * steady load, no wake-ups. 0, or no more than --busy-poll-us: the short window always.
+ */
+export const BUSY_POLL_LONG_US_DEFAULT = 500;
 /**
  * The longest a polling thread waits on the CPU between two turns of its loop that read nothing
  * (microseconds; --busy-poll-spin-us; 0: no wait). Each turn allocates an immediate and Node's
@@ -41,14 +48,13 @@ export const BUSY_POLL_US_MAX = 10_000;
  * rate (a command that comes during a wait waits for it), so the wait grows with the time the
  * thread has been idle: half of it (BUSY_POLL_SPIN_SHARE), at least BUSY_POLL_SPIN_US_FLOOR, at
  * most --busy-poll-spin-us. With 10 µs at 10,000 jobs/s: 52–56 MB/s, collections every ~30 ms,
- * 1×1 unchanged. Off by default: with the default window it lowered the p95–p98 in 13 rounds of 19
- * but not the p99 (6 of 19). It is part of the low-tail configuration (README, "Busy polling"),
- * whose p99 was lower with it than without (medians 159 against 177 µs in 20 rounds; bench/RESULTS.md,
- * session 20).
+ * 1×1 unchanged with both on one pinned core each. Unpinned, it costs 1×1 a sixth to a third of its
+ * rate (8.4k against 10.0k jobs/s in one run, 7.9k against 12.0k in another; beanstalkd 4.5k). It
+ * holds the tail at 10,000 jobs/s: p99 107 µs with it, 174 without, 184 with waits only past the
+ * short window (medians of 20 rounds, with the long window and a 16 MB young generation;
+ * bench/RESULTS.md, session 21). --busy-poll-spin-us 0 gives 1×1 its rate back.
  */
-export const BUSY_POLL_SPIN_US_DEFAULT = 0;
-/** What the low-tail configuration gives --busy-poll-spin-us (README, "Busy polling"). */
-export const BUSY_POLL_SPIN_US_LOW_TAIL = 10;
+export const BUSY_POLL_SPIN_US_DEFAULT = 10;
 /** The largest --busy-poll-spin-us. */
 export const BUSY_POLL_SPIN_US_MAX = 1_000;
 /** The share of its idle time so far that a polling thread waits before its next turn. */
@@ -90,6 +96,8 @@ export interface RouterConfig {
   shared?: RouterShared;
   /** Microseconds this thread keeps polling after a read (default BUSY_POLL_US_DEFAULT; 0: sleep at once). */
   busyPollUs?: number;
+  /** The polling window while it costs little more than busyPollUs, microseconds (default BUSY_POLL_LONG_US_DEFAULT; 0: never). */
+  busyPollLongUs?: number;
   /** The longest wait between two idle turns of the poll, microseconds (default BUSY_POLL_SPIN_US_DEFAULT; 0: none). */
   busyPollSpinUs?: number;
   /** Microseconds its shard threads keep polling their rings after a request (default 0: sleep at once). */
@@ -160,6 +168,7 @@ export class Router {
     this.earlyAck = config.wal === undefined;
     this.busyPollMs = (config.busyPollUs ?? BUSY_POLL_US_DEFAULT) / 1000;
     this.spinMaxMs = (config.busyPollSpinUs ?? BUSY_POLL_SPIN_US_DEFAULT) / 1000;
+    this.window = new PollWindow(this.busyPollMs, (config.busyPollLongUs ?? BUSY_POLL_LONG_US_DEFAULT) / 1000);
     this.ids = config.shared !== undefined ? JobIds.attach(config.shared.ids) : new JobIds();
     this.claims = config.shards === 1 ? null : config.shared?.claims != null ? Claims.attach(config.shared.claims) : Claims.create();
     this.jobMap =
@@ -301,6 +310,7 @@ export class Router {
   readDone(): void {
     if (++this.readsThisTurn === 1 && this.lastTurnReads <= 1) this.flushTurn();
     this.flushSoon();
+    if (!this.readSeen && this.busyPollMs > 0) this.turnReadAt = performance.now();
     this.readSeen = true;
     if (!this.polling && this.busyPollMs > 0) {
       this.polling = true;
@@ -314,36 +324,48 @@ export class Router {
     return this.polling;
   }
 
+  /** The polling window in use now, ms: --busy-poll-us, or --busy-poll-long-us while it costs little more. */
+  get busyPollWindowMs(): number {
+    return this.window.ms;
+  }
+
   /** How many times this thread began to poll after a read it slept before (for tests). */
   busyPolls = 0;
 
   // ---- busy polling (--busy-poll-us, --busy-poll-spin-us) ----
   // While an immediate is pending, libuv polls the sockets with a zero timeout instead of sleeping,
   // so the next command is read the moment it arrives. The immediate renews itself until
-  // busyPollMs have passed without a read. Replies, timers and every other callback run as
-  // before: only the sleep is put off. With --busy-poll-spin-us, a turn that read nothing and has
-  // nothing to send first waits on the CPU (BUSY_POLL_SPIN_US_DEFAULT): fewer turns, less garbage.
+  // the window has passed without a read: busyPollMs, or the long window while it costs little more
+  // (src/shared/pollwindow.ts). Replies, timers and every other callback run as before: only the
+  // sleep is put off. A turn that read nothing and has nothing to send first waits on the CPU
+  // (--busy-poll-spin-us, BUSY_POLL_SPIN_US_DEFAULT): fewer turns, less garbage.
 
   private readonly busyPollMs: number;
+  /** The window in use: busyPollMs, or the long one while it costs little more (src/shared/pollwindow.ts). */
+  private readonly window: PollWindow;
   private readonly spinMaxMs: number;
   private readonly spinner = new Spinner();
   private readSeen = false;
   private polling = false;
-  /** When the poll last saw a read: it polls until busyPollMs after it. */
+  /** When the poll last saw a read: it polls until the window after it. */
   private lastReadAt = 0;
+  /** When the first read of this turn came: the time idle before it is what the window measures. */
+  private turnReadAt = 0;
   private readonly poll = (): void => {
     const now = performance.now();
     if (this.readSeen) {
       this.readSeen = false;
+      this.window.read(now, this.turnReadAt - this.lastReadAt);
       this.lastReadAt = now;
     }
     const idle = now - this.lastReadAt;
-    if (idle >= this.busyPollMs) {
+    const windowMs = this.window.ms;
+    if (idle >= windowMs) {
       this.polling = false;
       return;
     }
     // Output of this turn waits for flushNow, an immediate behind this one: no wait then.
-    const wait = this.flushScheduled ? 0 : idleWaitMs(idle, this.busyPollMs - idle, this.spinMaxMs);
+    const wait = this.flushScheduled ? 0 : idleWaitMs(idle, windowMs - idle, this.spinMaxMs);
     if (wait > 0) {
       this.spinner.spin(wait, now);
       this.busySpins++;

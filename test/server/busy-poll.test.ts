@@ -4,8 +4,9 @@
 // (--busy-poll-spin-us). What polling gains is measured in bench/ (cycle-c.ts), not here.
 
 import { afterEach, expect, it } from 'vitest';
-import { BUSY_POLL_SPIN_US_DEFAULT, BUSY_POLL_SPIN_US_LOW_TAIL, BUSY_POLL_SPIN_US_MAX, BUSY_POLL_US_DEFAULT, BUSY_POLL_US_MAX } from '../../src/route/router.ts';
+import { BUSY_POLL_LONG_US_DEFAULT, BUSY_POLL_SPIN_US_DEFAULT, BUSY_POLL_SPIN_US_MAX, BUSY_POLL_US_DEFAULT, BUSY_POLL_US_MAX } from '../../src/route/router.ts';
 import { busyPollByDefault, startServer, type RunningServer } from '../../src/server.ts';
+import { POLL_PERIOD_MS } from '../../src/shared/pollwindow.ts';
 import { connect, type Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
 
@@ -16,8 +17,8 @@ afterEach(async () => {
   for (const s of servers.splice(0)) await s.close();
 });
 
-async function serve(busyPollUs?: number, busyPollSpinUs?: number): Promise<{ s: RunningServer; c: Client }> {
-  const s = await startServer({ port: 0, shards: 1, logLevel: 'silent', workq: null, busyPollUs, busyPollSpinUs });
+async function serve(busyPollUs?: number, busyPollSpinUs?: number, busyPollLongUs?: number): Promise<{ s: RunningServer; c: Client }> {
+  const s = await startServer({ port: 0, shards: 1, logLevel: 'silent', workq: null, busyPollUs, busyPollSpinUs, busyPollLongUs });
   servers.push(s);
   const c = await connect(s.port);
   clients.push(c);
@@ -49,9 +50,9 @@ it('the default polls (BUSY_POLL_US_DEFAULT); 0 never does', async () => {
   expect(off.s.router.busyPolling).toBe(false);
 });
 
-it('given --busy-poll-spin-us, a polling thread waits between turns that read nothing; by default (0) it never does; replies as ever', async () => {
-  expect(BUSY_POLL_SPIN_US_DEFAULT).toBe(0);
-  for (const spinUs of [BUSY_POLL_SPIN_US_LOW_TAIL, BUSY_POLL_SPIN_US_MAX, undefined, 0]) {
+it('a polling thread waits between turns that read nothing (by default, or given --busy-poll-spin-us); with 0 it never does; replies as ever', async () => {
+  expect(BUSY_POLL_SPIN_US_DEFAULT).toBeGreaterThan(0);
+  for (const spinUs of [BUSY_POLL_SPIN_US_MAX, undefined, 0]) {
     const { s, c } = await serve(BUSY_POLL_US_MAX, spinUs);
     expect(await c.request('use t')).toBe('USING t\r\n');
     // The window (10 ms) passes without a read: the thread waited between its idle turns, or not.
@@ -65,6 +66,27 @@ it('given --busy-poll-spin-us, a polling thread waits between turns that read no
     expect(await c.request('watch t')).toBe('WATCHING 2\r\n');
     expect(await c.request('reserve-with-timeout 0')).toBe('RESERVED 1 2\r\nhi\r\n');
   }
+});
+
+it('the long window holds while reads keep coming within the short one, and not after a silence; --busy-poll-long-us 0 never', async () => {
+  expect(BUSY_POLL_LONG_US_DEFAULT).toBeGreaterThan(BUSY_POLL_US_DEFAULT);
+  // A short window of 5 ms: the client's round trips come well within it, so polling without
+  // pause would cost nothing more (src/shared/pollwindow.ts); the choice is made per period.
+  const { s, c } = await serve(5_000, undefined, 8_000);
+  expect(s.router.busyPollWindowMs).toBe(5);
+  const until = performance.now() + 3 * POLL_PERIOD_MS;
+  while (performance.now() < until) expect(await c.request('use t')).toBe('USING t\r\n');
+  expect(s.router.busyPollWindowMs).toBe(8);
+  // Silent for longer than a period: the next read finds the short window would have slept.
+  await waitUntil('the thread sleeps again', () => !s.router.busyPolling);
+  await new Promise((r) => setTimeout(r, 2 * POLL_PERIOD_MS));
+  expect(await c.request('use t')).toBe('USING t\r\n');
+  expect(s.router.busyPollWindowMs).toBe(5);
+
+  const never = await serve(5_000, undefined, 0);
+  const end = performance.now() + 3 * POLL_PERIOD_MS;
+  while (performance.now() < end) expect(await never.c.request('use t')).toBe('USING t\r\n');
+  expect(never.s.router.busyPollWindowMs).toBe(5);
 });
 
 it('by default only threads that can have a core to themselves poll', () => {

@@ -77,6 +77,9 @@ describe('the shardstalk command', () => {
     const spin = spawnSync(NODE, [MAIN, '--busy-poll-spin-us', '1001'], { encoding: 'utf8' });
     expect(spin.status).toBe(5);
     expect(spin.stderr).toContain('--busy-poll-spin-us must be between 0 and 1000');
+    const long = spawnSync(NODE, [MAIN, '--busy-poll-long-us', '10001'], { encoding: 'utf8' });
+    expect(long.status).toBe(5);
+    expect(long.stderr).toContain('--busy-poll-long-us must be between 0 and 10000');
   });
 
   it.each([[[]], [['--connection-threads']]])('%j: serves, enters drain mode on SIGUSR1 and exits cleanly on SIGTERM', async (flags: string[]) => {

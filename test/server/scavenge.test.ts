@@ -3,9 +3,12 @@
 // of a thread serving connections (bench/RESULTS.md, session 21). Seen from outside, as a user runs
 // the server: V8's own trace (--trace-gc, one line per collection; --trace-parallel-scavenge, one
 // line per scavenging task before it) shows one task in every scavenge under a load of puts, and
-// several once the command line asks for parallel scavenges itself, which it may.
+// several once the command line asks for parallel scavenges itself, which it may. And the young
+// generation is 16 MB semi-spaces from the start (--min-semi-space-size=16, given to the process
+// the bin replaces itself with, on Linux with glibc), unless the command line names a size.
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, expect, it } from 'vitest';
@@ -72,4 +75,23 @@ it('scavenges with one task under load', async () => {
 it('leaves parallel scavenges to a command line that asks for them', async () => {
   const counts = await scavengesUnderLoad(['--parallel-scavenge'], 5);
   expect(counts.some((n) => n > 1), `tasks per scavenge: ${counts.join(' ')}`).toBe(true);
+}, 60_000);
+
+const GLIBC = (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime !== undefined;
+
+/** Starts the bin with these Node flags until it listens; returns its command line (after it replaced itself). */
+async function commandLine(nodeFlags: string[]): Promise<string[]> {
+  const port = await freePort();
+  const c = spawn(process.execPath, [...nodeFlags, BIN, '-l', '127.0.0.1', '-p', String(port), '--no-workq', '--no-http'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  child = c;
+  let log = '';
+  c.stderr!.on('data', (d: Buffer) => (log += d.toString('latin1')));
+  await waitUntil('listening', () => log.includes('listening (beanstalk)'), () => log.slice(-2000), 20_000);
+  return readFileSync(`/proc/${c.pid}/cmdline`, 'latin1').split('\0');
+}
+
+it.runIf(GLIBC)('runs with a 16 MB young generation, unless the command line names a semi-space size', async () => {
+  expect((await commandLine([])).filter((a) => a.includes('semi-space'))).toEqual(['--min-semi-space-size=16']);
+  child!.kill('SIGKILL');
+  expect((await commandLine(['--min-semi-space-size=2'])).filter((a) => a.includes('semi-space'))).toEqual(['--min-semi-space-size=2']);
 }, 60_000);
