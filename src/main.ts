@@ -48,8 +48,8 @@ Options:
               what that window would sleep), so a steady load meets no wake-ups (default
               ${BUSY_POLL_LONG_US_DEFAULT}; 0: never)
  --busy-poll-spin-us N  the longest a polling thread waits between two turns of its loop that
-              read nothing, once the --busy-poll-us window has passed: half its idle time so far,
-              at least 2 µs, at most N (fewer turns, less garbage; default
+              read nothing: half its idle time so far, at least 2 µs, at most N (fewer turns,
+              less garbage; a command that comes meanwhile waits; default
               ${BUSY_POLL_SPIN_US_DEFAULT}; 0: no wait)
  -V           increase verbosity (info; -V debug; -VV trace)
  -v, --version  show version information

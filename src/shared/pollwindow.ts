@@ -1,6 +1,6 @@
 // How long a connection-serving thread polls after a read before it sleeps (src/route/router.ts):
 // the short window (--busy-poll-us) by default, the long one (--busy-poll-long-us) while polling
-// without a pause costs little more than the short window does already.
+// without a pause costs at most half a core more than the short window does already.
 //
 // Why two. A command that arrives while the thread sleeps waits for a wake-up: tens of
 // microseconds on this VM, some hundreds. At a fixed 10,000 jobs/s those wake-ups were most of
