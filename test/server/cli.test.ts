@@ -65,21 +65,18 @@ describe('the shardstalk command', () => {
     // The command's own entry (compile cache first, then the same main).
     const viaBin = spawnSync(NODE, [fileURLToPath(new URL('../../bin/shardstalk.js', import.meta.url)), '--version'], { encoding: 'utf8' });
     expect(viaBin.stdout).toBe(version.stdout);
-    const bad = spawnSync(NODE, [MAIN, '-p', 'nope'], { encoding: 'utf8' });
-    expect(bad.status).toBe(5);
-    expect(bad.stderr).toContain('-p wants a whole number');
-    const both = spawnSync(NODE, [MAIN, '--connection-threads', '--no-connection-threads'], { encoding: 'utf8' });
-    expect(both.status).toBe(5);
-    expect(both.stderr).toContain('--connection-threads and --no-connection-threads contradict each other');
-    const poll = spawnSync(NODE, [MAIN, '--busy-poll-us', '10001'], { encoding: 'utf8' });
-    expect(poll.status).toBe(5);
-    expect(poll.stderr).toContain('--busy-poll-us must be between 0 and 10000');
-    const spin = spawnSync(NODE, [MAIN, '--busy-poll-spin-us', '1001'], { encoding: 'utf8' });
-    expect(spin.status).toBe(5);
-    expect(spin.stderr).toContain('--busy-poll-spin-us must be between 0 and 1000');
-    const long = spawnSync(NODE, [MAIN, '--busy-poll-long-us', '10001'], { encoding: 'utf8' });
-    expect(long.status).toBe(5);
-    expect(long.stderr).toContain('--busy-poll-long-us must be between 0 and 10000');
+    const refused: [string[], string][] = [
+      [['-p', 'nope'], '-p wants a whole number'],
+      [['--connection-threads', '--no-connection-threads'], '--connection-threads and --no-connection-threads contradict each other'],
+      [['--busy-poll-us', '10001'], '--busy-poll-us must be between 0 and 10000'],
+      [['--busy-poll-spin-us', '1001'], '--busy-poll-spin-us must be between 0 and 1000'],
+      [['--busy-poll-long-us', '10001'], '--busy-poll-long-us must be between 0 and 10000'],
+    ];
+    for (const [flags, message] of refused) {
+      const bad = spawnSync(NODE, [MAIN, ...flags], { encoding: 'utf8' });
+      expect(bad.status, flags.join(' ')).toBe(5);
+      expect(bad.stderr).toContain(message);
+    }
   });
 
   it.each([[[]], [['--connection-threads']]])('%j: serves, enters drain mode on SIGUSR1 and exits cleanly on SIGTERM', async (flags: string[]) => {

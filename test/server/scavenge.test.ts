@@ -13,7 +13,7 @@ import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, expect, it } from 'vitest';
 import { waitUntil } from '../support/harness.ts';
-import { freePort } from '../support/servers.ts';
+import { freePort, GLIBC } from '../support/servers.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/shardstalk.js', import.meta.url));
 const BODY = 'x'.repeat(100);
@@ -81,8 +81,6 @@ it('leaves parallel scavenges to a command line that asks for them', async () =>
   const counts = await scavengesUnderLoad(['--parallel-scavenge'], 5);
   expect(counts.some((n) => n > 1), `tasks per scavenge: ${counts.join(' ')}`).toBe(true);
 }, 60_000);
-
-const GLIBC = (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime !== undefined;
 
 /** Starts the bin with these Node flags until it listens; returns its command line (after it replaced itself). */
 async function commandLine(nodeFlags: string[]): Promise<string[]> {
