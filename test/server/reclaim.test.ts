@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startServer } from '../../src/server.ts';
 import { waitUntil } from '../support/harness.ts';
-import { freePort, GLIBC } from '../support/servers.ts';
+import { freePort, onGlibc } from '../support/servers.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/shardstalk.js', import.meta.url));
 const MIB = 1024 * 1024;
@@ -95,7 +95,7 @@ describe("glibc's allocator", () => {
   }
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('MALLOC_') && k !== 'GLIBC_TUNABLES'));
 
-  it.runIf(GLIBC)('runs the server with one arena, a 32 KiB mmap threshold and a fixed trim threshold', async () => {
+  it.runIf(onGlibc())('runs the server with one arena, a 32 KiB mmap threshold and a fixed trim threshold', async () => {
     const c = await started(clean);
     expect(environ(c.pid!).sort()).toEqual(['MALLOC_ARENA_MAX=1', 'MALLOC_MMAP_THRESHOLD_=32768', 'MALLOC_TRIM_THRESHOLD_=131072']);
   });
@@ -108,7 +108,7 @@ describe("glibc's allocator", () => {
   // The replacement's command line turns V8's optimizing compilers off before Node loads anything
   // (the start, below): the bin's own first line comes too late when a long checkout path makes
   // Node's path functions hot (seen in CI).
-  it.runIf(GLIBC)('starts the replacement with the optimizing compilers off', async () => {
+  it.runIf(onGlibc())('starts the replacement with the optimizing compilers off', async () => {
     const c = await started(clean);
     const argv = readFileSync(`/proc/${c.pid}/cmdline`, 'latin1').split('\0');
     expect(argv.slice(1, 3)).toEqual(['--no-maglev', '--no-turbofan']);

@@ -13,7 +13,7 @@ import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, expect, it } from 'vitest';
 import { waitUntil } from '../support/harness.ts';
-import { freePort, GLIBC } from '../support/servers.ts';
+import { freePort, onGlibc } from '../support/servers.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/shardstalk.js', import.meta.url));
 const BODY = 'x'.repeat(100);
@@ -93,7 +93,7 @@ async function commandLine(nodeFlags: string[]): Promise<string[]> {
   return readFileSync(`/proc/${c.pid}/cmdline`, 'latin1').split('\0');
 }
 
-it.runIf(GLIBC)('runs with a 16 MB young generation, unless the command line names a semi-space size', async () => {
+it.runIf(onGlibc())('runs with a 16 MB young generation, unless the command line names a semi-space size', async () => {
   expect((await commandLine([])).filter((a) => a.includes('semi-space'))).toEqual(['--min-semi-space-size=16']);
   child!.kill('SIGKILL');
   expect((await commandLine(['--min-semi-space-size=2'])).filter((a) => a.includes('semi-space'))).toEqual(['--min-semi-space-size=2']);

@@ -91,7 +91,11 @@ export function beanstalkdMissingAt(binary: string, neededFor: string): Error {
  * Whether this process runs on glibc: bin/shardstalk.js then replaces itself once, with glibc's
  * allocator settings and V8's start flags on its command line (its tests run only there).
  */
-export const GLIBC = (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime !== undefined;
+export function onGlibc(): boolean {
+  // A function, not a constant: a diagnostic report is a few milliseconds, and most suites that
+  // import this file never ask.
+  return (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime !== undefined;
+}
 
 const portsHandedOut = new Set<number>();
 
