@@ -45,7 +45,8 @@ Options:
               themselves, none for the others; costs CPU only while commands keep coming)
  --busy-poll-long-us N  a thread serving connections polls this long instead while that costs at
               most half a core more than the --busy-poll-us window would (it measures
-              what that window would sleep), so a steady load meets no wake-ups (default
+              what that window would sleep) and no other task keeps wanting its core (it
+              counts its preemptions), so a steady load meets no wake-ups (default
               ${BUSY_POLL_LONG_US_DEFAULT}; 0: never)
  --busy-poll-spin-us N  the longest a polling thread waits between two turns of its loop that
               read nothing: half its idle time so far, at least 2 µs, at most N (fewer turns,

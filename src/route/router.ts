@@ -14,6 +14,7 @@ import {
 import { Claims, type ClaimsShared } from '../shared/claims.ts';
 import { JobIds, type JobIdsShared } from '../shared/jobids.ts';
 import { PollWindow } from '../shared/pollwindow.ts';
+import { Preemptions } from '../shared/preempted.ts';
 import { Spinner } from '../shared/spin.ts';
 import { JobShardMap, OneShard, type JobRouting, type JobShardMapShared } from './jobmap.ts';
 import { Reserves } from './reserve.ts';
@@ -35,8 +36,9 @@ export const BUSY_POLL_US_DEFAULT = 50;
 export const BUSY_POLL_US_MAX = 10_000;
 /**
  * The window a connection-serving thread polls with while that costs at most half a core
- * more than the short one (microseconds; --busy-poll-long-us; src/shared/pollwindow.ts): at a
- * steady load, no wake-ups. 0, or no more than --busy-poll-us: the short window always.
+ * more than the short one and no other task keeps wanting its core (microseconds;
+ * --busy-poll-long-us; src/shared/pollwindow.ts): at a steady load, no wake-ups. 0, or no more
+ * than --busy-poll-us: the short window always.
  */
 export const BUSY_POLL_LONG_US_DEFAULT = 500;
 /**
@@ -168,7 +170,11 @@ export class Router {
     this.earlyAck = config.wal === undefined;
     this.busyPollMs = (config.busyPollUs ?? BUSY_POLL_US_DEFAULT) / 1000;
     this.spinMaxMs = (config.busyPollSpinUs ?? BUSY_POLL_SPIN_US_DEFAULT) / 1000;
-    this.window = new PollWindow(this.busyPollMs, (config.busyPollLongUs ?? BUSY_POLL_LONG_US_DEFAULT) / 1000);
+    const longMs = (config.busyPollLongUs ?? BUSY_POLL_LONG_US_DEFAULT) / 1000;
+    // This thread's preemptions, which keep the long window off a core other tasks want: opened
+    // here, on the thread that serves the connections.
+    this.preemptions = this.busyPollMs > 0 && longMs > this.busyPollMs ? Preemptions.open() : null;
+    this.window = new PollWindow(this.busyPollMs, longMs, this.preemptions === null ? null : () => (this.preemptions as Preemptions).count());
     this.ids = config.shared !== undefined ? JobIds.attach(config.shared.ids) : new JobIds();
     this.claims = config.shards === 1 ? null : config.shared?.claims != null ? Claims.attach(config.shared.claims) : Claims.create();
     this.jobMap =
@@ -329,6 +335,11 @@ export class Router {
     return this.window.ms;
   }
 
+  /** How many periods of polling found this thread's core wanted by other tasks (src/shared/pollwindow.ts). */
+  get busyPollWantedPeriods(): number {
+    return this.window.wantedPeriods;
+  }
+
   /** How many times this thread began to poll after a read it slept before (for tests). */
   busyPolls = 0;
 
@@ -343,6 +354,8 @@ export class Router {
   private readonly busyPollMs: number;
   /** The window in use: busyPollMs, or the long one while it costs little more (src/shared/pollwindow.ts). */
   private readonly window: PollWindow;
+  /** How many times this thread was preempted (src/shared/preempted.ts); null: not known, or no long window. */
+  private readonly preemptions: Preemptions | null;
   private readonly spinMaxMs: number;
   private readonly spinner = new Spinner();
   private readSeen = false;
@@ -525,6 +538,7 @@ export class Router {
    */
   async close(): Promise<void> {
     this.closed = true;
+    this.preemptions?.close();
     if (this.outputsRetry !== null) clearTimeout(this.outputsRetry);
     this.outputsRetry = null;
     await this.pool.close();

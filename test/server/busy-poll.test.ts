@@ -3,10 +3,13 @@
 // idle server costs no CPU; between turns that read nothing it waits a little on the CPU
 // (--busy-poll-spin-us). What polling gains is measured in bench/ (cycle-c.ts), not here.
 
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
 import { afterEach, expect, it } from 'vitest';
 import { BUSY_POLL_LONG_US_DEFAULT, BUSY_POLL_SPIN_US_DEFAULT, BUSY_POLL_SPIN_US_MAX, BUSY_POLL_US_DEFAULT, BUSY_POLL_US_MAX } from '../../src/route/router.ts';
 import { busyPollByDefault, startServer, type RunningServer } from '../../src/server.ts';
 import { POLL_PERIOD_MS } from '../../src/shared/pollwindow.ts';
+import { Preemptions } from '../../src/shared/preempted.ts';
 import { connect, type Client } from '../support/client.ts';
 import { waitUntil } from '../support/harness.ts';
 
@@ -87,6 +90,37 @@ it('the long window holds while reads keep coming within the short one, and not 
   const end = performance.now() + 3 * POLL_PERIOD_MS;
   while (performance.now() < end) expect(await never.c.request('use t')).toBe('USING t\r\n');
   expect(never.s.router.busyPollWindowMs).toBe(5);
+});
+
+// The long window only while no other task wants the thread's core (src/shared/pollwindow.ts):
+// here the thread serving the connections (this test's own) shares one CPU with a process that,
+// like a client beside the server, sleeps a little and works a little, again and again, so the
+// kernel preempts the thread whenever it wakes; the short window holds however close the reads come.
+it.runIf(process.platform === 'linux')('a thread whose core other tasks keep wanting holds the short window', async () => {
+  const probe = Preemptions.open();
+  expect(probe, '/proc/thread-self/status').not.toBeNull();
+  probe?.close();
+  const tid = fs.readlinkSync('/proc/thread-self').split('/').pop() as string;
+  const mask = execFileSync('taskset', ['-p', tid], { encoding: 'utf8' }).trim().split(' ').pop() as string;
+  const cpu = '0';
+  const busy = 'const a = new Int32Array(new SharedArrayBuffer(4)); for (;;) { Atomics.wait(a, 0, 0, 0.2); const t = performance.now(); while (performance.now() - t < 0.1); }';
+  const neighbour = spawn('taskset', ['-c', cpu, process.execPath, '-e', busy], { stdio: 'ignore' });
+  try {
+    execFileSync('taskset', ['-p', '-c', cpu, tid], { stdio: 'ignore' });
+    const { s, c } = await serve(5_000, undefined, 8_000);
+    const until = performance.now() + 5 * POLL_PERIOD_MS;
+    while (performance.now() < until) expect(await c.request('use t')).toBe('USING t\r\n');
+    expect(s.router.busyPollWantedPeriods).toBeGreaterThan(0);
+    expect(s.router.busyPollWindowMs).toBe(5);
+  } finally {
+    execFileSync('taskset', ['-p', mask, tid], { stdio: 'ignore' });
+    neighbour.kill('SIGKILL');
+  }
+  // The control: with its core its own, the same reads give a fresh server's thread the long window.
+  const { s, c } = await serve(5_000, undefined, 8_000);
+  const until = performance.now() + 3 * POLL_PERIOD_MS;
+  while (performance.now() < until) expect(await c.request('use t')).toBe('USING t\r\n');
+  expect(s.router.busyPollWindowMs).toBe(8);
 });
 
 it('by default only threads that can have a core to themselves poll', () => {
