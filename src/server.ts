@@ -115,6 +115,12 @@ export interface ServerOptions {
    * (--busy-poll-long-us; default BUSY_POLL_LONG_US_DEFAULT; 0: never; src/shared/pollwindow.ts).
    */
   busyPollLongUs?: number;
+  /**
+   * More preemptions of a polling thread than this in a period keep it off the long window for a
+   * while (default LONG_WINDOW_PREEMPTIONS; Infinity: never; src/shared/pollwindow.ts). For tests,
+   * whose threads share the cores with other tests'.
+   */
+  busyPollLongPreemptions?: number;
   /** Bytes of each main↔shard ring (default RING_BYTES_DEFAULT). */
   ringBytes?: number;
   /** Request bytes queued per shard before connections stop parsing (default BACKLOG_BYTES_DEFAULT). */
@@ -219,11 +225,11 @@ async function startServing(opts: ServerOptions, log: Logger, ops: OpsHttp | nul
   const pollUs = (yes: boolean): number => opts.busyPollUs ?? (yes ? BUSY_POLL_US_DEFAULT : 0);
   const router = new Router({
     shards, jobSizeMax, wal, logLevel, walFaults: opts.walFaults, here: opts.shardHere === false ? null : 0,
-    ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes, busyPollUs: pollUs(polls.main), busyPollSpinUs: opts.busyPollSpinUs, busyPollLongUs: opts.busyPollLongUs, shardBusyPollUs: pollUs(polls.shards), mesh: mesh === null ? undefined : { mesh, site: mainSite(mesh) },
+    ringBytes: opts.ringBytes, backlogBytes: opts.backlogBytes, busyPollUs: pollUs(polls.main), busyPollSpinUs: opts.busyPollSpinUs, busyPollLongUs: opts.busyPollLongUs, busyPollLongPreemptions: opts.busyPollLongPreemptions, shardBusyPollUs: pollUs(polls.shards), mesh: mesh === null ? undefined : { mesh, site: mainSite(mesh) },
   });
   const beanstalk = new BeanstalkServer(router);
   const threads = mesh === null ? null : new ConnectionThreads(
-    { mesh, shared: router.shared, counters: beanstalk.counters.shared, identity: { startedMs: beanstalk.startedMs, instanceId: beanstalk.instanceId }, jobSizeMax, wal, logLevel, walFaults: opts.walFaults, backlogBytes: opts.backlogBytes, busyPollUs: pollUs(polls.sites), busyPollSpinUs: opts.busyPollSpinUs, busyPollLongUs: opts.busyPollLongUs },
+    { mesh, shared: router.shared, counters: beanstalk.counters.shared, identity: { startedMs: beanstalk.startedMs, instanceId: beanstalk.instanceId }, jobSizeMax, wal, logLevel, walFaults: opts.walFaults, backlogBytes: opts.backlogBytes, busyPollUs: pollUs(polls.sites), busyPollSpinUs: opts.busyPollSpinUs, busyPollLongUs: opts.busyPollLongUs, busyPollLongPreemptions: opts.busyPollLongPreemptions },
     (site, err) => {
       log.fatal({ site, err }, 'a connection thread died; exiting');
       process.exit(70);

@@ -27,6 +27,7 @@ const router = new Router({
   busyPollUs: d.busyPollUs,
   busyPollSpinUs: d.busyPollSpinUs,
   busyPollLongUs: d.busyPollLongUs,
+  busyPollLongPreemptions: d.busyPollLongPreemptions,
   mesh: { mesh: d.mesh, site: d.site },
   shared: d.shared,
 });

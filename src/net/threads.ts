@@ -34,6 +34,8 @@ export interface SiteData {
   readonly busyPollSpinUs?: number;
   /** --busy-poll-long-us (RouterConfig.busyPollLongUs). */
   readonly busyPollLongUs?: number;
+  /** RouterConfig.busyPollLongPreemptions. */
+  readonly busyPollLongPreemptions?: number;
 }
 
 /** A site's counters row: the main thread has row 0. */

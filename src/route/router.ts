@@ -100,6 +100,8 @@ export interface RouterConfig {
   busyPollUs?: number;
   /** The polling window while it costs little more than busyPollUs, microseconds (default BUSY_POLL_LONG_US_DEFAULT; 0: never). */
   busyPollLongUs?: number;
+  /** More preemptions than this in a period hold the short window (default LONG_WINDOW_PREEMPTIONS; Infinity: never). */
+  busyPollLongPreemptions?: number;
   /** The longest wait between two idle turns of the poll, microseconds (default BUSY_POLL_SPIN_US_DEFAULT; 0: none). */
   busyPollSpinUs?: number;
   /** Microseconds its shard threads keep polling their rings after a request (default 0: sleep at once). */
@@ -174,7 +176,7 @@ export class Router {
     // This thread's preemptions, which keep the long window off a core other tasks want: opened
     // here, on the thread that serves the connections.
     this.preemptions = this.busyPollMs > 0 && longMs > this.busyPollMs ? Preemptions.open() : null;
-    this.window = new PollWindow(this.busyPollMs, longMs, this.preemptions === null ? null : () => (this.preemptions as Preemptions).count());
+    this.window = new PollWindow(this.busyPollMs, longMs, this.preemptions === null ? null : () => (this.preemptions as Preemptions).count(), config.busyPollLongPreemptions);
     this.ids = config.shared !== undefined ? JobIds.attach(config.shared.ids) : new JobIds();
     this.claims = config.shards === 1 ? null : config.shared?.claims != null ? Claims.attach(config.shared.claims) : Claims.create();
     this.jobMap =

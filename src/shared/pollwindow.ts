@@ -55,6 +55,7 @@ export class PollWindow {
   private lastPreempted = NaN;
   /** The short window holds until then: other tasks wanted the core. */
   private shortUntil = -Infinity;
+  private readonly preemptionsMax: number;
   /** The hold in use (ms): it doubles when the core is wanted again soon after one ends. */
   private holdMs = LONG_WINDOW_HOLD_MS;
   /** How many periods found the thread's core wanted by other tasks (for tests). */
@@ -62,12 +63,14 @@ export class PollWindow {
 
   /**
    * Both windows in ms; a long window no longer than the short one is never used. `preempted`
-   * counts the thread's preemptions so far (NaN, or no function: not known, never counted as wanted).
+   * counts the thread's preemptions so far (NaN, or no function: not known, never counted as
+   * wanted); more than `preemptionsMax` in a period show the core wanted.
    */
-  constructor(shortMs: number, longMs: number, preempted: (() => number) | null = null) {
+  constructor(shortMs: number, longMs: number, preempted: (() => number) | null = null, preemptionsMax = LONG_WINDOW_PREEMPTIONS) {
     this.shortMs = shortMs;
     this.longMs = Math.max(longMs, shortMs);
     this.preempted = this.longMs > shortMs ? preempted : null;
+    this.preemptionsMax = preemptionsMax;
   }
 
   /** The window that holds now (ms). */
@@ -84,7 +87,7 @@ export class PollWindow {
     const cheap = this.longMs > this.shortMs && Number.isFinite(period) && this.wouldSleep <= LONG_WINDOW_BUDGET * period;
     if (this.preempted !== null) {
       const count = this.preempted();
-      if (count - this.lastPreempted > LONG_WINDOW_PREEMPTIONS * (period / POLL_PERIOD_MS)) {
+      if (count - this.lastPreempted > this.preemptionsMax * (period / POLL_PERIOD_MS)) {
         // Within a hold, the same episode: the hold runs from now. After one: a new episode.
         if (now >= this.shortUntil) {
           this.holdMs = now - this.shortUntil > LONG_WINDOW_HOLD_MAX_MS ? LONG_WINDOW_HOLD_MS : Math.min(2 * this.holdMs, LONG_WINDOW_HOLD_MAX_MS);

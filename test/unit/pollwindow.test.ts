@@ -124,7 +124,7 @@ it('the hold doubles each time the core is wanted again soon after one ends, up 
   near(episode(), LONG_WINDOW_HOLD_MS);
 });
 
-it('preemptions in a longer period count in proportion; an unknown count (NaN) never holds', () => {
+it('preemptions in a longer period count in proportion; the limit can be given; an unknown count (NaN) never holds', () => {
   const c = { n: 0 };
   const w = new PollWindow(SHORT, LONG, () => c.n);
   let now = preemptedReads(w, c, 0, 0, 2);
@@ -135,6 +135,16 @@ it('preemptions in a longer period count in proportion; an unknown count (NaN) n
   now = readsEvery(w, 0.02, now, 2);
   expect(w.wantedPeriods).toBe(0);
   expect(w.long).toBe(true);
+
+  // A limit of its own (ServerOptions.busyPollLongPreemptions): Infinity heeds none.
+  const d = { n: 0 };
+  const heedless = new PollWindow(SHORT, LONG, () => d.n, Infinity);
+  preemptedReads(heedless, d, 1_000, 0, 5);
+  expect(heedless.long).toBe(true);
+  expect(heedless.wantedPeriods).toBe(0);
+  const strict = new PollWindow(SHORT, LONG, () => d.n, 2);
+  preemptedReads(strict, d, 3, 0, 3);
+  expect(strict.wantedPeriods).toBeGreaterThan(0);
 
   const unknown = new PollWindow(SHORT, LONG, () => NaN);
   readsEvery(unknown, 0.02, 0, 5);
