@@ -84,9 +84,9 @@ describe('memory after a burst', () => {
 // arena and fixed thresholds in its environment, unless the environment already says how.
 describe("glibc's allocator", () => {
   const environ = (pid: number): string[] => readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').filter((e) => e.startsWith('MALLOC_'));
-  async function started(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  async function started(env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Promise<ChildProcess> {
     const port = await freePort();
-    const c = spawn(process.execPath, [BIN, '-l', '127.0.0.1', '-p', String(port), '--no-workq', '--no-http'], { stdio: ['ignore', 'ignore', 'pipe'], env });
+    const c = spawn(process.execPath, [...nodeFlags, BIN, '-l', '127.0.0.1', '-p', String(port), '--no-workq', '--no-http'], { stdio: ['ignore', 'ignore', 'pipe'], env });
     child = c;
     let log = '';
     c.stderr!.on('data', (d) => (log += d.toString()));
@@ -112,6 +112,15 @@ describe("glibc's allocator", () => {
     const c = await started(clean);
     const argv = readFileSync(`/proc/${c.pid}/cmdline`, 'latin1').split('\0');
     expect(argv.slice(1, 3)).toEqual(['--no-maglev', '--no-turbofan']);
+  });
+
+  // And with a young generation of 16 MB semi-spaces (bin/shardstalk.js, bench/RESULTS.md session
+  // 21), unless the command line names a semi-space size, which then wins.
+  it.runIf(onGlibc())('starts the replacement with a 16 MB young generation, unless the command line names a semi-space size', async () => {
+    const semiSpace = (c: ChildProcess): string[] => readFileSync(`/proc/${c.pid}/cmdline`, 'latin1').split('\0').filter((a) => a.includes('semi-space'));
+    expect(semiSpace(await started(clean))).toEqual(['--min-semi-space-size=16']);
+    child!.kill('SIGKILL');
+    expect(semiSpace(await started(clean, ['--min-semi-space-size=2']))).toEqual(['--min-semi-space-size=2']);
   });
 });
 

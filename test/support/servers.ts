@@ -86,7 +86,6 @@ export function beanstalkdMissingAt(binary: string, neededFor: string): Error {
   );
 }
 
-/** Ports this process has handed out: never hand out the same one twice (tests start in parallel). */
 /**
  * Whether this process runs on glibc: bin/shardstalk.js then replaces itself once, with glibc's
  * allocator settings and V8's start flags on its command line (its tests run only there).
@@ -97,6 +96,7 @@ export function onGlibc(): boolean {
   return (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime !== undefined;
 }
 
+/** Ports this process has handed out: never hand out the same one twice (tests start in parallel). */
 const portsHandedOut = new Set<number>();
 
 /**

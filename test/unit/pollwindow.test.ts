@@ -1,6 +1,7 @@
 // Which polling window a connection-serving thread uses (src/shared/pollwindow.ts): the long one
-// only while the short one would sleep at most LONG_WINDOW_BUDGET of a period. What it gains is
-// measured in bench/ (cycle-c.ts), not here.
+// only while the short one would sleep at most LONG_WINDOW_BUDGET of a period, and not for a while
+// after a period in which the thread was preempted more than LONG_WINDOW_PREEMPTIONS times. What
+// it gains is measured in bench/ (cycle-c.ts), not here.
 
 import { expect, it } from 'vitest';
 import { LONG_WINDOW_BUDGET, LONG_WINDOW_HOLD_MAX_MS, LONG_WINDOW_HOLD_MS, LONG_WINDOW_PREEMPTIONS, POLL_PERIOD_MS, PollWindow } from '../../src/shared/pollwindow.ts';
