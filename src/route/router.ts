@@ -175,8 +175,9 @@ export class Router {
     const longMs = (config.busyPollLongUs ?? BUSY_POLL_LONG_US_DEFAULT) / 1000;
     // This thread's preemptions, which keep the long window off a core other tasks want: opened
     // here, on the thread that serves the connections.
-    this.preemptions = this.busyPollMs > 0 && longMs > this.busyPollMs ? Preemptions.open() : null;
-    this.window = new PollWindow(this.busyPollMs, longMs, this.preemptions === null ? null : () => (this.preemptions as Preemptions).count(), config.busyPollLongPreemptions);
+    const preemptions = this.busyPollMs > 0 && longMs > this.busyPollMs ? Preemptions.open() : null;
+    this.preemptions = preemptions;
+    this.window = new PollWindow(this.busyPollMs, longMs, preemptions === null ? null : () => preemptions.count(), config.busyPollLongPreemptions);
     this.ids = config.shared !== undefined ? JobIds.attach(config.shared.ids) : new JobIds();
     this.claims = config.shards === 1 ? null : config.shared?.claims != null ? Claims.attach(config.shared.claims) : Claims.create();
     this.jobMap =

@@ -55,6 +55,7 @@ export class PollWindow {
   private lastPreempted = NaN;
   /** The short window holds until then: other tasks wanted the core. */
   private shortUntil = -Infinity;
+  /** More preemptions than this in a period show the core wanted. */
   private readonly preemptionsMax: number;
   /** The hold in use (ms): it doubles when the core is wanted again soon after one ends. */
   private holdMs = LONG_WINDOW_HOLD_MS;
@@ -69,7 +70,7 @@ export class PollWindow {
   constructor(shortMs: number, longMs: number, preempted: (() => number) | null = null, preemptionsMax = LONG_WINDOW_PREEMPTIONS) {
     this.shortMs = shortMs;
     this.longMs = Math.max(longMs, shortMs);
-    this.preempted = this.longMs > shortMs ? preempted : null;
+    this.preempted = preempted;
     this.preemptionsMax = preemptionsMax;
   }
 
