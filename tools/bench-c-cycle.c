@@ -342,6 +342,11 @@ static void on_reply(conn *c, const char *line, size_t n, const char *body, u64 
   c->qn--;
   outstanding--;
   int measure = phase == PH_MEASURE && p.sent >= ws_ns;
+  /* `t` is when this batch's epoll_wait returned. A put sent after that (the batch's timer event
+     came first) can have its reply read later in the same batch, when its connection's event,
+     reported for an earlier reply, is handled: time such a reply now, not before its command was
+     sent (its latency wrapped around; 12 of 120,000 puts in one run at 20,000 jobs/s). */
+  if (t < p.sent) t = now_ns();
   u64 lat = t - p.sent;
   const char *end = line + n;
   switch (p.kind) {
