@@ -23,7 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { machineCpuS, processCpuS } from './loadgen/procfs.ts';
-import { pooledQuantile, pooledRatio, type Buckets } from './report/pooled.ts';
+import { addBuckets, pooledQuantile, pooledRatio, type Buckets } from './report/pooled.ts';
 import { fmtInt, fmtUs } from './report/text.ts';
 import { shardOf } from '../src/route/hash.ts';
 import { beanstalkdSpec, beanstalkdVersion, parseVariant, REPO_ROOT, shardstalkSpec, startServer, type RunningServer, type ServerSpec, type Variant } from './suite/servers.ts';
@@ -44,6 +44,10 @@ const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
                                  latency is the worst generator's
                      rRATE     fixed rate (jobs/s, "20k" = 20000), 10 producers, 10 consumers
                      rRATEpNcM the same with N producers and M consumers
+                     rRATEtT   the same from T generators (processes), each on a tube of its
+                                 own at RATE/T with N/T producers and M/T consumers: at 20,000
+                                 jobs/s one sleeping generator needs most of a core; the
+                                 latencies are pooled over the generators (r20kt2, r20kp10c10t2)
   --shards N       start shardstalk with --shards N (default: its default shard count)
   --servers LIST   beanstalkd,shardstalk (default both; beanstalkd only if installed)
   --variant N=ARGS also run shardstalk with these extra arguments, named shardstalk-N (repeatable),
@@ -71,7 +75,7 @@ const SATURATED_SHARE = 0.97;
 const NOISY_SHARE = 0.2;
 const DEFAULT_POINTS = 'c1x1,c10x1,c100x1,c1000x1,c100x16,r10k,r20k';
 const SOURCE = path.join(REPO_ROOT, 'tools/bench-c-cycle.c');
-/** At most this many tubes in a cycle point: tube i is named so that it lands on shard i mod S for every S dividing 16. */
+/** At most this many tubes in a point: tube i is named so that it lands on shard i mod S for every S dividing 16. */
 const TUBES_MAX = 16;
 
 /** The tube of generator `i` of a point: on shard i of 16 (so on shard i mod S with S shards, for S = 1, 2, 4, 8, 16). */
@@ -81,7 +85,11 @@ function tubeName(p: Point, round: number, i: number): string {
   for (let k = 0; ; k++) if (shardOf(`${base}-${i}-${k}`, TUBES_MAX) === i) return `${base}-${i}-${k}`;
 }
 
-/** Several generators' figures as one: counts and rates add up; each latency is the worst generator's (n added up). */
+/**
+ * Several generators' figures as one: counts and rates add up; each latency is the worst
+ * generator's (n added up), but a fixed rate's put due → RESERVED, whose buckets every generator
+ * lists, is theirs added up (the jobs of all of them in one distribution).
+ */
 function mergeResults(rs: GenResult[]): GenResult {
   if (rs.length === 1) return rs[0]!;
   const hist = (pick: (r: GenResult) => Hist | undefined): Hist | undefined => {
@@ -90,6 +98,16 @@ function mergeResults(rs: GenResult[]): GenResult {
     const worst = (f: 'p50us' | 'p99us' | 'p999us' | 'maxUs'): number | undefined => (hs.every((h) => h[f] !== undefined) ? Math.max(...hs.map((h) => h[f] as number)) : undefined);
     return { n: hs.reduce((a, h) => a + h.n, 0), p50us: worst('p50us'), p99us: worst('p99us'), p999us: worst('p999us'), maxUs: worst('maxUs') };
   };
+  const pooled = (hs: Hist[]): Hist => {
+    const buckets = addBuckets(hs.map((h) => h.buckets!));
+    const q = (x: number): number => pooledQuantile([buckets], x);
+    const n = hs.reduce((a, h) => a + h.n, 0);
+    const maxUs = Math.max(...hs.map((h) => h.maxUs ?? 0));
+    return { n, p50us: q(0.5), p90us: q(0.9), p95us: q(0.95), p98us: q(0.98), p99us: q(0.99), p995us: q(0.995), p999us: q(0.999), maxUs, buckets };
+  };
+  const latencies = rs.map((r) => r.latency);
+  const latency = latencies.every((h): h is Hist => h?.buckets !== undefined) ? pooled(latencies) : hist((r) => r.latency);
+  const optionalSum = (f: (r: GenResult) => number | undefined): number | undefined => (rs.every((r) => f(r) !== undefined) ? rs.reduce((a, r) => a + f(r)!, 0) : undefined);
   const sum = (f: (r: GenResult) => number): number => rs.reduce((a, r) => a + f(r), 0);
   return {
     ...rs[0]!,
@@ -99,6 +117,10 @@ function mergeResults(rs: GenResult[]): GenResult {
     put: hist((r) => r.put)!,
     reserve: hist((r) => r.reserve),
     delete: hist((r) => r.delete)!,
+    latency,
+    lag: hist((r) => r.lag),
+    offeredPerSec: optionalSum((r) => r.offeredPerSec),
+    putsPerSec: optionalSum((r) => r.putsPerSec),
     errors: sum((r) => r.errors),
     timedOut: sum((r) => r.timedOut),
     cpuSec: sum((r) => r.cpuSec),
@@ -113,7 +135,7 @@ interface Point {
   mode: 'cycle' | 'rate';
   /** cycle: connections and jobs in flight per connection; rate: producers, consumers, jobs/s. */
   args: string[];
-  /** cycle: the connections spread over this many tubes, one generator each (1: one tube). */
+  /** The connections (cycle) or the producers and consumers (rate) spread over this many tubes, one generator each (1: one tube). */
   tubes: number;
 }
 
@@ -201,14 +223,20 @@ function parsePoint(spec: string): Point {
     if (!(tubes >= 1 && tubes <= TUBES_MAX) || Number(m[1]) % tubes !== 0) throw new Error(`point "${s}": 1 to ${TUBES_MAX} tubes that divide the connections`);
     return { id: s, label: `cycle ${m[1]}×${m[2]}${tubes > 1 ? ` over ${tubes} tubes` : ''}`, mode: 'cycle', args: [String(Number(m[1]) / tubes), m[2]!], tubes };
   }
-  m = /^r(\d+(?:\.\d+)?)(k?)(?:p(\d+)c(\d+))?$/.exec(s);
+  m = /^r(\d+(?:\.\d+)?)(k?)(?:p(\d+)c(\d+))?(?:t(\d+))?$/.exec(s);
   if (m) {
     const rate = Math.round(Number(m[1]) * (m[2] ? 1000 : 1));
-    const producers = m[3] ?? '10';
-    const consumers = m[4] ?? '10';
-    return { id: s, label: `rate ${fmtInt(rate)}/s (${producers}p/${consumers}c)`, mode: 'rate', args: [producers, consumers, String(rate)], tubes: 1 };
+    const producers = Number(m[3] ?? 10);
+    const consumers = Number(m[4] ?? 10);
+    const tubes = Number(m[5] ?? 1);
+    if (!(tubes >= 1 && tubes <= TUBES_MAX) || producers % tubes !== 0 || consumers % tubes !== 0 || rate % tubes !== 0) {
+      throw new Error(`point "${s}": 1 to ${TUBES_MAX} generators that divide the producers, the consumers and the rate`);
+    }
+    const from = tubes > 1 ? ` from ${tubes} generators` : '';
+    const args = [String(producers / tubes), String(consumers / tubes), String(rate / tubes)];
+    return { id: s, label: `rate ${fmtInt(rate)}/s (${producers}p/${consumers}c${from})`, mode: 'rate', args, tubes };
   }
-  throw new Error(`unknown point "${s}" (cNxP[tT] or rRATE[pNcM], e.g. c100x16, c100x1t2, r20k, r5000p4c4)`);
+  throw new Error(`unknown point "${s}" (cNxP[tT] or rRATE[pNcM][tT], e.g. c100x16, c100x1t2, r20k, r5000p4c4, r20kt2)`);
 }
 
 function parseOptions(argv: string[]): Options | null {

@@ -6,21 +6,22 @@
 /** A histogram's non-empty buckets: [value in µs, count], as tools/bench-c-cycle.c lists them. */
 export type Buckets = [number, number][];
 
+/** Several histograms' buckets added up into one: the counts of equal values summed, in order of value. */
+export function addBuckets(histograms: readonly Buckets[]): Buckets {
+  const counts = new Map<number, number>();
+  for (const buckets of histograms) for (const [v, c] of buckets) counts.set(v, (counts.get(v) ?? 0) + c);
+  return [...counts.entries()].sort((a, b) => a[0] - b[0]);
+}
+
 /** The q-quantile in µs of the rounds' buckets added up: the smallest value with at least q of the samples at or below it (the generator's own rule). */
 export function pooledQuantile(rounds: readonly Buckets[], q: number): number {
-  const counts = new Map<number, number>();
-  let n = 0;
-  for (const buckets of rounds) {
-    for (const [v, c] of buckets) {
-      counts.set(v, (counts.get(v) ?? 0) + c);
-      n += c;
-    }
-  }
+  const all = addBuckets(rounds);
+  const n = all.reduce((a, [, c]) => a + c, 0);
   if (n === 0) return Number.NaN;
   const rank = Math.max(1, Math.ceil(q * n - 1e-9));
   let seen = 0;
-  for (const v of [...counts.keys()].sort((a, b) => a - b)) {
-    seen += counts.get(v)!;
+  for (const [v, c] of all) {
+    seen += c;
     if (seen >= rank) return v;
   }
   return Number.NaN;

@@ -2,7 +2,7 @@
 // bootstrap's interval for a ratio of two servers' pooled percentiles.
 
 import { describe, expect, it } from 'vitest';
-import { pooledQuantile, pooledRatio, type Buckets } from '../../bench/report/pooled.ts';
+import { addBuckets, pooledQuantile, pooledRatio, type Buckets } from '../../bench/report/pooled.ts';
 
 /** One round: `n` samples spread evenly over 1..n µs times `scale`, and a tail of `slow` samples at `tail` µs. */
 function round(n: number, scale: number, slow = 0, tail = 0): Buckets {
@@ -10,6 +10,22 @@ function round(n: number, scale: number, slow = 0, tail = 0): Buckets {
   if (slow > 0) b.push([tail, slow]);
   return b;
 }
+
+describe('addBuckets', () => {
+  it('sums the counts of equal values, in order of value, and keeps every sample', () => {
+    const a: Buckets = [[10, 1], [30, 2]];
+    const b: Buckets = [[20, 5], [10, 3], [40, 1]];
+    expect(addBuckets([a, b])).toEqual([[10, 4], [20, 5], [30, 2], [40, 1]]);
+    expect(addBuckets([a])).toEqual(a);
+    expect(addBuckets([])).toEqual([]);
+    // Two generators' jobs as one distribution: the quantile of the sum (2 µs), not the worse of
+    // the two generators' own p99s (50 µs: 2 of its 100 jobs).
+    const stalled: Buckets = [[1, 98], [50, 2]];
+    const calm: Buckets = [[2, 100]];
+    expect(pooledQuantile([stalled], 0.99)).toBe(50);
+    expect(pooledQuantile([addBuckets([stalled, calm])], 0.99)).toBe(2);
+  });
+});
 
 describe('pooledQuantile', () => {
   it('adds the rounds up before it ranks, by the smallest value with at least q of the samples at or below it', () => {
