@@ -47,7 +47,9 @@ const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
                      rRATEtT   the same from T generators (processes), each on a tube of its
                                  own at RATE/T with N/T producers and M/T consumers: at 20,000
                                  jobs/s one sleeping generator needs most of a core; the
-                                 latencies are pooled over the generators (r20kt2, r20kp10c10t2)
+                                 latencies are pooled over the generators (r20kt2, r20kp10c10t2).
+                                 For hosts with cores to spare: on 2 cores two generators
+                                 beside the server fall behind (bench/RESULTS.md, session 23)
   --shards N       start shardstalk with --shards N (default: its default shard count)
   --servers LIST   beanstalkd,shardstalk (default both; beanstalkd only if installed)
   --variant N=ARGS also run shardstalk with these extra arguments, named shardstalk-N (repeatable),
