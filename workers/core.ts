@@ -22,6 +22,7 @@ import { Engine } from './engine/engine.ts';
 import { WorkqOps } from './workq-ops.ts';
 import { fullRecordBytes, nodeIo, Wal, WalWriteError, type WalIo } from './wal/index.ts';
 import { LoggedReplies } from './wal/logged.ts';
+import { f64le, i32le, u32le } from '../src/shared/bytes.ts';
 import { observe } from '../src/shared/histogram.ts';
 import { ShardWaits, type Waiter } from './waits.ts';
 import { Claims, type ClaimsShared } from '../src/shared/claims.ts';
@@ -197,7 +198,7 @@ export class ShardCore {
   private readTubes(buf: Buffer, at: number, count: number): Int32Array {
     if (count > this.tubeScratch.length) this.tubeScratch = new Int32Array(count * 2);
     const tubes = this.tubeScratch;
-    for (let i = 0; i < count; i++) tubes[i] = buf.readUInt32LE(at + HEADER_BYTES + i * 4);
+    for (let i = 0; i < count; i++) tubes[i] = u32le(buf, at + HEADER_BYTES + i * 4);
     return tubes;
   }
 
@@ -388,21 +389,21 @@ export class ShardCore {
         if (this.afterN !== 0) this.awaitSteps();
         this.handleRecord(buf, at, now);
       }
-      this.applied = (this.applied + buf.readUInt32LE(at)) | 0;
+      this.applied = (this.applied + u32le(buf, at)) | 0;
     }
     this.stamp++;
   }
 
   private handleRecord(buf: Buffer, at: number, now: number): void {
-    const conn = buf.readUInt32LE(at + 8);
+    const conn = u32le(buf, at + 8);
     if (conn !== 0) {
       const w = this.waits.of(conn);
       const op = buf[at + 4];
       // (A reserve over several shards keeps nothing here: its connection sends nothing behind it
       // but what ends or restarts it.)
       if (w !== undefined && w.parked && w.slot === 0 && op !== OP_RELEASE_CONN && op !== OP_CANCEL_WAIT) {
-        this.waits.keep(w, buf, at, buf.readUInt32LE(at));
-        this.out.header(R_DEFERRED, 0, 0, 0, 0, 0, buf.readDoubleLE(at + 24));
+        this.waits.keep(w, buf, at, u32le(buf, at));
+        this.out.header(R_DEFERRED, 0, 0, 0, 0, 0, f64le(buf, at + 24));
         return;
       }
     }
@@ -420,17 +421,17 @@ export class ShardCore {
   stepWaits(buf: Buffer, at: number): boolean {
     if (!this.waits.anyRemote) return false;
     const op = buf[at + 4];
-    if (op === OP_RELEASE_CONN) return buf.readUInt32LE(at + 12) > 0 || buf.readUInt32LE(at + 16) === 1;
-    return mayMakeReady(op, buf.readUInt32LE(at + 20));
+    if (op === OP_RELEASE_CONN) return u32le(buf, at + 12) > 0 || u32le(buf, at + 16) === 1;
+    return mayMakeReady(op, u32le(buf, at + 20));
   }
 
   // ---- steps on several shards, in the sending thread's order (src/shared/order.ts) ----
 
   /** OP_AFTER: the steps of other shards the next request comes after. */
   private readAfter(buf: Buffer, at: number): void {
-    const n = buf.readUInt32LE(at + 12);
+    const n = u32le(buf, at + 12);
     if (this.after.length < n * 2) this.after = new Int32Array(n * 2);
-    for (let i = 0; i < n * 2; i++) this.after[i] = buf.readInt32LE(at + HEADER_BYTES + i * 4);
+    for (let i = 0; i < n * 2; i++) this.after[i] = i32le(buf, at + HEADER_BYTES + i * 4);
     this.afterN = n;
   }
 
@@ -592,19 +593,19 @@ export class ShardCore {
     const logged = this.logged;
     const nums = this.nums;
     const op = buf[at + 4];
-    const conn = buf.readUInt32LE(at + 8);
-    const a = buf.readUInt32LE(at + 12);
-    const b = buf.readUInt32LE(at + 16);
-    const c = buf.readUInt32LE(at + 20);
-    let id = buf.readDoubleLE(at + 24);
+    const conn = u32le(buf, at + 8);
+    const a = u32le(buf, at + 12);
+    const b = u32le(buf, at + 16);
+    const c = u32le(buf, at + 20);
+    let id = f64le(buf, at + 24);
     switch (op) {
       case OP_PUT:
       case OP_PUT_BURIED: {
         // id 0: a put its connection sent behind a reserve that might wait; beanstalkd numbers a
         // put when it reads it, which is after that reserve's answer: now.
         if (id === 0) id = this.ids.next();
-        const len = buf.readUInt32LE(at);
-        const ttr = buf.readUInt32LE(at + HEADER_BYTES);
+        const len = u32le(buf, at);
+        const ttr = u32le(buf, at + HEADER_BYTES);
         const bodyStart = at + HEADER_BYTES + 4;
         let state = engine.put(a, id, b, c, ttr, buf, now, bodyStart, at + len);
         if (op === OP_PUT_BURIED) state = engine.buryNew(id);
@@ -728,7 +729,7 @@ export class ShardCore {
         return;
       }
       case OP_LIST_JOBS:
-        this.listJobs(a, b, Math.min(c, LIST_JOBS_MAX), buf.readDoubleLE(at + HEADER_BYTES), id, now);
+        this.listJobs(a, b, Math.min(c, LIST_JOBS_MAX), f64le(buf, at + HEADER_BYTES), id, now);
         return;
       case OP_CLEAR_TUBE: {
         // Up to c jobs deleted exactly as `delete` deletes them (each logged), their ids in the
@@ -840,16 +841,16 @@ export class ShardCore {
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
       case OP_TUBE_NAME:
-        this.tubeNames[a] = buf.toString('latin1', at + HEADER_BYTES, at + buf.readUInt32LE(at));
+        this.tubeNames[a] = buf.toString('latin1', at + HEADER_BYTES, at + u32le(buf, at));
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
       case OP_RESTORE: {
-        const len = buf.readUInt32LE(at);
+        const len = u32le(buf, at);
         const p = at + HEADER_BYTES;
         const bodyStart = p + 48; // ttr, state, deadline, created, 5 counters, pad
-        engine.restore(a, id, b, c, buf.readUInt32LE(p), buf.readUInt32LE(p + 4), buf.readDoubleLE(p + 8),
-          buf.readDoubleLE(p + 16), buf.readUInt32LE(p + 24), buf.readUInt32LE(p + 28), buf.readUInt32LE(p + 32),
-          buf.readUInt32LE(p + 36), buf.readUInt32LE(p + 40), buf.subarray(bodyStart, at + len));
+        engine.restore(a, id, b, c, u32le(buf, p), u32le(buf, p + 4), f64le(buf, p + 8),
+          f64le(buf, p + 16), u32le(buf, p + 24), u32le(buf, p + 28), u32le(buf, p + 32),
+          u32le(buf, p + 36), u32le(buf, p + 40), buf.subarray(bodyStart, at + len));
         this.logFull(id, buf, bodyStart, at + len);
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
         return;
@@ -878,7 +879,7 @@ export class ShardCore {
             const rec = w.kept[i];
             if (rec[4] === OP_EXPIRE) continue;
             out.header(E_DEFERRED, HEADER_BYTES, conn, 0, 0, 0, 0);
-            out.header(R_DROPPED, 0, conn, rec.readUInt32LE(12), rec[4], 0, rec.readDoubleLE(24));
+            out.header(R_DROPPED, 0, conn, u32le(rec, 12), rec[4], 0, f64le(rec, 24));
           }
         }
         const n = engine.releaseConn(conn, now, b === 1 ? Infinity : a);

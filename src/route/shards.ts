@@ -12,6 +12,7 @@
 
 import { Worker } from 'node:worker_threads';
 import { Doorbell } from '../shared/doorbell.ts';
+import { f64le, u32le } from '../shared/bytes.ts';
 import { delayUntil } from '../shared/timer.ts';
 import {
   E_WQ_GONE, E_WQ_READY, eventConn, HEADER_BYTES, isEvent, OP_AFTER, OP_BATCH, RecordReader, RecordWriter, recordEnd,
@@ -327,7 +328,7 @@ class HereShard implements ShardLink {
         this.applying = batch;
         const now = Date.now();
         const buf = batch.buf;
-        for (let at = 0; at < batch.len; at += buf.readUInt32LE(at)) this.core.handle(buf, at, now);
+        for (let at = 0; at < batch.len; at += u32le(buf, at)) this.core.handle(buf, at, now);
         batch.reset();
         this.endBatch(now, this.site);
       }
@@ -374,7 +375,7 @@ class HereShard implements ShardLink {
     const next = core.afterBatch(now);
     const out = core.out;
     const buf = out.buf;
-    for (let at = 0; at < out.len; at += buf.readUInt32LE(at)) this.emit(this, source, buf, at);
+    for (let at = 0; at < out.len; at += u32le(buf, at)) this.emit(this, source, buf, at);
     out.reset();
     core.tidyLog(now);
     this.handler.batchDone();
@@ -494,7 +495,7 @@ class Source {
   /** The number of the segment the next whole record belongs to (ready must be true). */
   headSeq(): number {
     const at = this.reader.peek();
-    return this.reader.buf[at + 4] === OP_BATCH ? this.reader.buf.readDoubleLE(at + 24) : this.seq;
+    return this.reader.buf[at + 4] === OP_BATCH ? f64le(this.reader.buf, at + 24) : this.seq;
   }
 
   /** Steps over the OP_BATCH record that starts the next batch, if there is one. */
@@ -502,7 +503,7 @@ class Source {
     const r = this.reader;
     const at = r.peek();
     if (at !== -1 && r.buf[at + 4] === OP_BATCH) {
-      this.seq = r.buf.readDoubleLE(at + 24);
+      this.seq = f64le(r.buf, at + 24);
       r.next();
     }
   }

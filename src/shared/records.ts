@@ -16,7 +16,7 @@
 //   20     u32   c (delay, ttr...)                   c
 //   24     f64   job id                              job id / deadline / value
 
-import { copyBytes } from './bytes.ts';
+import { copyBytes, f64le, i32le, u32le } from './bytes.ts';
 
 export const HEADER_BYTES = 32;
 
@@ -257,63 +257,63 @@ export const replyKind = (b: Buffer, at: number): number => b[at + 4];
 /** The change was made but could not be logged. */
 export const replyUnlogged = (b: Buffer, at: number): boolean => b[at + REPLY_FLAG_UNLOGGED] !== 0;
 /** The end of the record (its payload included). */
-export const recordEnd = (b: Buffer, at: number): number => at + b.readUInt32LE(at);
+export const recordEnd = (b: Buffer, at: number): number => at + u32le(b, at);
 /** The job id (or value) of a reply or event. */
-export const replyId = (b: Buffer, at: number): number => b.readDoubleLE(at + 24);
+export const replyId = (b: Buffer, at: number): number => f64le(b, at + 24);
 /** f64 number `i` of the payload (R_NUMS; a touch's R_OK: 0 = the new deadline). */
-export const payloadF64 = (b: Buffer, at: number, i: number): number => b.readDoubleLE(at + HEADER_BYTES + i * 8);
+export const payloadF64 = (b: Buffer, at: number, i: number): number => f64le(b, at + HEADER_BYTES + i * 8);
 /** The payload's start. */
 export const payloadAt = (at: number): number => at + HEADER_BYTES;
 
 /** R_OK: the result (a job's new state, a count, a workq done code). */
-export const okResult = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+export const okResult = (b: Buffer, at: number): number => u32le(b, at + 12);
 /** R_OK: the tube (or workq queue) the change was in. */
-export const okTube = (b: Buffer, at: number): number => b.readUInt32LE(at + 16);
+export const okTube = (b: Buffer, at: number): number => u32le(b, at + 16);
 
 /** R_JOB (beanstalk): the job's tube. */
-export const jobTube = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+export const jobTube = (b: Buffer, at: number): number => u32le(b, at + 12);
 /** R_JOB (a reserve, a lease): the tubes (queues) asked still hold ready jobs. */
-export const jobMore = (b: Buffer, at: number): boolean => b.readUInt32LE(at + 16) !== 0;
+export const jobMore = (b: Buffer, at: number): boolean => u32le(b, at + 16) !== 0;
 /** R_JOB (beanstalk): the reservation's TTR deadline (ms; 0 for a peek). */
-export const jobDeadline = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES);
+export const jobDeadline = (b: Buffer, at: number): number => f64le(b, at + HEADER_BYTES);
 /** R_JOB to OP_RESERVE_JOB: the state the job was taken from (1 ready, 3 delayed, 4 buried). */
-export const jobFromState = (b: Buffer, at: number): number => b.readUInt32LE(at + 8);
+export const jobFromState = (b: Buffer, at: number): number => u32le(b, at + 8);
 /** R_JOB to OP_RESERVE_JOB: a delayed job's delay left when taken (seconds, rounded up). */
-export const jobDelayLeft = (b: Buffer, at: number): number => b.readUInt32LE(at + 20);
+export const jobDelayLeft = (b: Buffer, at: number): number => u32le(b, at + 20);
 /** R_JOB (beanstalk): where the body starts (it ends at recordEnd). */
 export const jobBodyAt = (at: number): number => at + HEADER_BYTES + 8;
 
 /** R_BEST (beanstalk): the candidate's pri (its id: replyId). */
-export const bestPri = (b: Buffer, at: number): number => b.readUInt32LE(at + 16);
+export const bestPri = (b: Buffer, at: number): number => u32le(b, at + 16);
 /** R_BEST or R_NONE to OP_PEEK_BEST: where the shard read the peek (its stamp), if the reply says. */
 export const peekStamp = (b: Buffer, at: number): number | undefined =>
-  b.readUInt32LE(at) >= HEADER_BYTES + 8 ? b.readDoubleLE(at + HEADER_BYTES) : undefined;
+  u32le(b, at) >= HEADER_BYTES + 8 ? f64le(b, at + HEADER_BYTES) : undefined;
 /** OP_FAN_WAIT over `count` tubes: the stamp its first OP_PEEK_BEST got there, if the park carries it. */
 export const fanWaitStamp = (b: Buffer, at: number, count: number): number | undefined =>
-  b.readUInt32LE(at) >= HEADER_BYTES + count * 4 + 8 ? b.readDoubleLE(at + HEADER_BYTES + count * 4) : undefined;
+  u32le(b, at) >= HEADER_BYTES + count * 4 + 8 ? f64le(b, at + HEADER_BYTES + count * 4) : undefined;
 /** R_BEST (workq): the candidate's priority, schedule key, creation time. */
-export const wqBestPriority = (b: Buffer, at: number): number => b.readInt32LE(at + 16);
-export const wqBestScheduleKey = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES);
-export const wqBestCreated = (b: Buffer, at: number): number => b.readDoubleLE(at + HEADER_BYTES + 8);
+export const wqBestPriority = (b: Buffer, at: number): number => i32le(b, at + 16);
+export const wqBestScheduleKey = (b: Buffer, at: number): number => f64le(b, at + HEADER_BYTES);
+export const wqBestCreated = (b: Buffer, at: number): number => f64le(b, at + HEADER_BYTES + 8);
 
 /** R_NONE to OP_RESERVE_WAIT, E_WAIT_END: how the reserve ended (END_*). */
-export const reserveEnd = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+export const reserveEnd = (b: Buffer, at: number): number => u32le(b, at + 12);
 /** E_DEFERRED: where the reply record it carries starts. */
 export const deferredAt = (at: number): number => at + HEADER_BYTES;
 
 /** R_JOB to a workq lease: the queue, the job's TTR (ms), its UUID's and payload's start. */
-export const wqJobQueue = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
-export const wqJobTtr = (b: Buffer, at: number): number => b.readUInt32LE(at + 20);
+export const wqJobQueue = (b: Buffer, at: number): number => u32le(b, at + 12);
+export const wqJobTtr = (b: Buffer, at: number): number => u32le(b, at + 20);
 export const wqJobUuidAt = (at: number): number => at + HEADER_BYTES;
 export const wqJobPayloadAt = (at: number): number => at + HEADER_BYTES + 16;
 /** R_JOB with a workq result: whether the job succeeded (the result is the payload). */
-export const wqResultSuccess = (b: Buffer, at: number): boolean => b.readUInt32LE(at + 16) !== 0;
+export const wqResultSuccess = (b: Buffer, at: number): boolean => u32le(b, at + 16) !== 0;
 /** R_JOB_LIST / R_IDS: how many items follow; whether more remain after them. */
-export const listCount = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
-export const listMore = (b: Buffer, at: number): boolean => b.readUInt32LE(at + 16) !== 0;
+export const listCount = (b: Buffer, at: number): number => u32le(b, at + 12);
+export const listMore = (b: Buffer, at: number): boolean => u32le(b, at + 16) !== 0;
 /** R_IDS: the tube, and id `i`. */
-export const idsTube = (b: Buffer, at: number): number => b.readUInt32LE(at + 20);
-export const idsAt = (b: Buffer, at: number, i: number): number => b.readDoubleLE(at + HEADER_BYTES + i * 8);
+export const idsTube = (b: Buffer, at: number): number => u32le(b, at + 20);
+export const idsAt = (b: Buffer, at: number, i: number): number => f64le(b, at + HEADER_BYTES + i * 8);
 
 /** One R_JOB_LIST item (read off the hot path, so an object each). */
 export interface ListedJob {
@@ -327,7 +327,7 @@ export function readJobList(b: Buffer, at: number): ListedJob[] {
   let p = at + HEADER_BYTES;
   for (let i = 0; i < n; i++) {
     const fields = new Float64Array(LIST_FIELDS);
-    for (let k = 0; k < LIST_FIELDS; k++) fields[k] = b.readDoubleLE(p + k * 8);
+    for (let k = 0; k < LIST_FIELDS; k++) fields[k] = f64le(b, p + k * 8);
     p += LIST_FIELDS * 8;
     const len = fields[LIST_PREVIEW_LEN];
     items.push({ fields, preview: Buffer.from(b.subarray(p, p + len)) });
@@ -337,25 +337,31 @@ export function readJobList(b: Buffer, at: number): ListedJob[] {
 }
 
 /** R_WQ_JOBS: how many jobs follow. */
-export const wqJobsCount = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
+export const wqJobsCount = (b: Buffer, at: number): number => u32le(b, at + 12);
 
 /** Events: the connection (E_TIMED_OUT), the tube or queue (E_TIMED_OUT, E_WQ_READY),
  *  the reservation's reserves count (E_TIMED_OUT), whether a gone workq job was evicted (E_WQ_GONE). */
-export const eventConn = (b: Buffer, at: number): number => b.readUInt32LE(at + 8);
-export const eventTube = (b: Buffer, at: number): number => b.readUInt32LE(at + 12);
-export const eventReserves = (b: Buffer, at: number): number => b.readUInt32LE(at + 16);
-export const eventEvicted = (b: Buffer, at: number): boolean => b.readUInt32LE(at + 12) !== 0;
+export const eventConn = (b: Buffer, at: number): number => u32le(b, at + 8);
+export const eventTube = (b: Buffer, at: number): number => u32le(b, at + 12);
+export const eventReserves = (b: Buffer, at: number): number => u32le(b, at + 16);
+export const eventEvicted = (b: Buffer, at: number): boolean => u32le(b, at + 12) !== 0;
 
 /**
  * Appends records into one growing Buffer: one per shard per event-loop turn on the main thread,
  * one per batch on a shard. The bytes are then copied into the ring in as few writes as fit.
  */
 export class RecordWriter {
+  /** The records (read it, don't replace it: `view` is over the same bytes). */
   buf: Buffer;
   len = 0;
+  // Header fields go through a DataView: TurboFan makes each set one store, where Buffer's
+  // writeUInt32LE checks its range and stores byte by byte (1.5% of the serving thread's user
+  // time at 20,000 jobs/s, one header per request and per reply).
+  private view: DataView;
 
   constructor(initialBytes = 64 * 1024) {
     this.buf = Buffer.allocUnsafe(initialBytes);
+    this.view = viewOf(this.buf);
   }
 
   private ensure(extra: number): void {
@@ -366,33 +372,34 @@ export class RecordWriter {
     const next = Buffer.allocUnsafe(size);
     this.buf.copy(next, 0, 0, this.len);
     this.buf = next;
+    this.view = viewOf(next);
   }
 
   /** Writes a header; returns its offset so a payload can follow. */
   header(op: number, payloadBytes: number, conn: number, a: number, b: number, c: number, id: number): number {
     this.ensure(HEADER_BYTES + payloadBytes);
-    const buf = this.buf;
+    const v = this.view;
     const at = this.len;
-    buf.writeUInt32LE(HEADER_BYTES + payloadBytes, at);
-    buf.writeUInt32LE(op, at + 4); // op in the low byte, the rest zero
-    buf.writeUInt32LE(conn >>> 0, at + 8);
-    buf.writeUInt32LE(a >>> 0, at + 12);
-    buf.writeUInt32LE(b >>> 0, at + 16);
-    buf.writeUInt32LE(c >>> 0, at + 20);
-    buf.writeDoubleLE(id, at + 24);
+    v.setUint32(at, HEADER_BYTES + payloadBytes, true);
+    v.setUint32(at + 4, op, true); // op in the low byte, the rest zero
+    v.setUint32(at + 8, conn >>> 0, true);
+    v.setUint32(at + 12, a >>> 0, true);
+    v.setUint32(at + 16, b >>> 0, true);
+    v.setUint32(at + 20, c >>> 0, true);
+    v.setFloat64(at + 24, id, true);
     this.len = at + HEADER_BYTES;
     return at;
   }
 
   u32(v: number): void {
     this.ensure(4);
-    this.buf.writeUInt32LE(v >>> 0, this.len);
+    this.view.setUint32(this.len, v >>> 0, true);
     this.len += 4;
   }
 
   f64(v: number): void {
     this.ensure(8);
-    this.buf.writeDoubleLE(v, this.len);
+    this.view.setFloat64(this.len, v, true);
     this.len += 8;
   }
 
@@ -406,6 +413,10 @@ export class RecordWriter {
   reset(): void {
     this.len = 0;
   }
+}
+
+function viewOf(b: Buffer): DataView {
+  return new DataView(b.buffer, b.byteOffset, b.byteLength);
 }
 
 /**
@@ -431,7 +442,7 @@ export class RecordReader {
     }
     let want = this.end + minFree;
     if (this.end >= 4) {
-      const recLen = this.buf.readUInt32LE(0);
+      const recLen = u32le(this.buf, 0);
       if (recLen > want) want = recLen;
     }
     if (want > this.buf.length) {
@@ -446,13 +457,13 @@ export class RecordReader {
   /** The offset of the next whole record without taking it, or -1 when more bytes are needed. */
   peek(): number {
     const avail = this.end - this.start;
-    if (avail < HEADER_BYTES || avail < this.buf.readUInt32LE(this.start)) return -1;
+    if (avail < HEADER_BYTES || avail < u32le(this.buf, this.start)) return -1;
     return this.start;
   }
 
   next(): number {
     const at = this.peek();
-    if (at !== -1) this.start += this.buf.readUInt32LE(at);
+    if (at !== -1) this.start += u32le(this.buf, at);
     return at;
   }
 }
