@@ -26,7 +26,7 @@ import { machineCpuS, processCpuS } from './loadgen/procfs.ts';
 import { addBuckets, pooledQuantile, pooledRatio, type Buckets } from './report/pooled.ts';
 import { fmtInt, fmtUs } from './report/text.ts';
 import { shardOf } from '../src/route/hash.ts';
-import { beanstalkdSpec, beanstalkdVersion, parseVariant, REPO_ROOT, shardstalkSpec, startServer, type RunningServer, type ServerSpec, type Variant } from './suite/servers.ts';
+import { beanstalkdSpec, beanstalkdVersion, nodeFloorSpec, parseVariant, REPO_ROOT, shardstalkSpec, startServer, type RunningServer, type ServerSpec, type Variant } from './suite/servers.ts';
 
 const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
 
@@ -51,7 +51,9 @@ const USAGE = `Usage: node bench/cycle-c.ts [options] [-- extra shardstalk args]
                                  For hosts with cores to spare: on 2 cores two generators
                                  beside the server fall behind (bench/RESULTS.md, session 23)
   --shards N       start shardstalk with --shards N (default: its default shard count)
-  --servers LIST   beanstalkd,shardstalk (default both; beanstalkd only if installed)
+  --servers LIST   beanstalkd,shardstalk (default both; beanstalkd only if installed); node-floor
+                     adds tools/node-floor.ts: Node's socket path as shardstalk uses it and one
+                     FIFO, nothing else: what Node itself costs per command at each point
   --variant N=ARGS also run shardstalk with these extra arguments, named shardstalk-N (repeatable),
                    e.g. --variant 'threads=--all-shards-on-threads'; an argument written node:FLAG
                    goes to Node (and V8) instead, e.g. 'young=node:--min-semi-space-size=16'
@@ -277,7 +279,7 @@ function parseOptions(argv: string[]): Options | null {
   }
   if (v.spin === true && pin === null) throw new Error('--spin needs --pin: two processes that never sleep on two unpinned cores take turns on one');
   const servers = (v.servers ?? 'beanstalkd,shardstalk').split(',').map((s) => s.trim());
-  for (const s of servers) if (s !== 'beanstalkd' && s !== 'shardstalk') throw new Error(`--servers: unknown server "${s}"`);
+  for (const s of servers) if (s !== 'beanstalkd' && s !== 'shardstalk' && s !== 'node-floor') throw new Error(`--servers: unknown server "${s}"`);
   return {
     rounds: Math.round(num(v.rounds, quick ? 1 : 5, 'rounds')),
     seconds: num(v.seconds, quick ? 2 : 5, 'seconds'),
@@ -404,6 +406,8 @@ function serverSpecs(o: Options): ServerSpec[] {
       const b = beanstalkdSpec();
       if (b === null) throw new Error('beanstalkd is not installed (/usr/bin/beanstalkd): apt-get install -y beanstalkd, or --servers shardstalk');
       specs.push(b);
+    } else if (name === 'node-floor') {
+      specs.push(nodeFloorSpec());
     } else {
       const base = shardstalkSpec(o.shards);
       // The suite's spec, named "shardstalk" whatever the shard count, plus any pass-through args.

@@ -99,6 +99,20 @@ export function shardstalkSpec(shards: number | null, workq = false): ServerSpec
   };
 }
 
+/**
+ * tools/node-floor.ts: shardstalk's socket path (bare handles, one write per connection per turn)
+ * and one FIFO, nothing else; with the young generation bin/shardstalk.js gives the server.
+ */
+export function nodeFloorSpec(): ServerSpec {
+  return {
+    name: 'node-floor',
+    description: 'tools/node-floor.ts: Node reading and writing as shardstalk does, one FIFO, no protocol beyond that',
+    command: process.execPath,
+    args: (port) => ['--min-semi-space-size=16', 'tools/node-floor.ts', String(port)],
+    cwd: REPO_ROOT,
+  };
+}
+
 /** A shardstalk server run beside the default one: its name, its arguments, and Node's (before the script). */
 export interface Variant {
   name: string;

@@ -1,7 +1,9 @@
 // The C generator behind bench/cycle-c.ts (tools/bench-c-cycle.c), built with gcc as the bench
 // builds it and run briefly against a shardstalk server: no timing thresholds, only that a run
 // completes without an error, accounts for every job it put, and reports a tail whose
-// percentiles are in order. Without gcc the build fails, saying so (it never skips).
+// percentiles are in order. Without gcc the build fails, saying so (it never skips). The same
+// runs against tools/node-floor.ts (cycle-c's node-floor), whose figures mean something only if
+// it answers the generator as a server does.
 
 import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -10,6 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pooledQuantile, type Buckets } from '../../bench/report/pooled.ts';
+import { nodeFloorSpec, startServer as startBenchServer, type RunningServer as RunningBenchServer } from '../../bench/suite/servers.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 
 const SOURCE = fileURLToPath(new URL('../../tools/bench-c-cycle.c', import.meta.url));
@@ -94,5 +97,32 @@ describe('tools/bench-c-cycle.c', () => {
     expect(out.errors).toBe(0);
     expect(out.jobs).toBeGreaterThan(0);
     expect(out.put.n).toBeGreaterThan(0);
+  });
+});
+
+describe('tools/node-floor.ts (cycle-c --servers node-floor), driven by the same generator', () => {
+  let floor: RunningBenchServer;
+  beforeAll(async () => {
+    floor = await startBenchServer(nodeFloorSpec());
+  }, 60_000);
+  afterAll(async () => {
+    await floor?.stop();
+  });
+
+  it('rate: every job put is reserved once, without an error', async () => {
+    const { code, out } = await run(['-w', '0.3', 'rate', String(floor.port), '2', '2', '2000', '1', 'floor-rate']);
+    expect(code).toBe(0);
+    expect(out.errors).toBe(0);
+    expect(out.putsTotal).toBeGreaterThan(0);
+    expect(out.reservedTotal).toBe(out.putsTotal);
+  });
+
+  it('cycle, one in flight and pipelined: jobs go round without an error', async () => {
+    for (const inflight of ['1', '4']) {
+      const { code, out } = await run(['-w', '0.3', 'cycle', String(floor.port), '4', inflight, '1', 'floor-cycle']);
+      expect(code).toBe(0);
+      expect(out.errors).toBe(0);
+      expect(out.jobs).toBeGreaterThan(0);
+    }
   });
 });
