@@ -18,9 +18,9 @@ export function copyBytes(dst: Uint8Array, at: number, src: Uint8Array, start: n
 }
 
 // Little-endian fields of a record, read from its bytes. Buffer's readUInt32LE and readDoubleLE
-// check their offset and type on every call (measured here, 62 ns for a record's five u32 fields
-// and its f64 against 19 ns so): records are read several times per command (a request, its reply,
-// the shard's turn), always within a record whose length was checked first.
+// check their offset and type on every call: measured here, a record's five u32 fields and its f64
+// took 62 ns through them and 19 ns read byte by byte. Records are read several times per command
+// (a request, its reply, the shard's turn), always within a record whose length was checked first.
 
 const F64 = new Float64Array(1);
 const F64_BYTES = new Uint8Array(F64.buffer);
