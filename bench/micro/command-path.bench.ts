@@ -3,8 +3,9 @@
 // parser, the session, the router, the shard on this thread, the replies' bytes. Ten producers
 // put, ten consumers reserve and delete (cycle-c's fixed-rate load, 100-byte bodies), each command
 // handed to its connection as one read, and the turn ended as the event loop ends it (an
-// immediate). What a socket costs on top (a read, a write, the kernel) is not here: per command
-// on this VM ~9 µs of system time against ~5 µs of this (bench/RESULTS.md, session 24).
+// immediate). What a socket costs on top is not here: at 20,000 jobs/s on this VM the server
+// spends ~5 µs of user time per command, of which this is about a fifth (the rest is Node's read,
+// write and turn: tools/node-floor.ts), and ~9 µs of system time (bench/RESULTS.md, session 24).
 // Run: node bench/micro/command-path.bench.ts [--quick]
 
 import { Bench, type Task } from 'tinybench';
