@@ -14,6 +14,7 @@ import {
   OP_WQ_QUEUE_NAME, OP_WQ_RESTORE, OP_WQ_RESULT, OP_WQ_RUN_END, R_BEST, R_JOB, R_NONE, R_NUMS, R_OK, R_WQ_JOBS, type RecordWriter,
   WQ_ADD_FIXED, WQ_INFO_FIELDS, WQ_INFO_BYTES, WQ_RESTORE_FIXED,
 } from '../src/shared/records.ts';
+import { f64le, u32le } from '../src/shared/bytes.ts';
 import type { Wal } from './wal/index.ts';
 import type { LoggedReplies } from './wal/logged.ts';
 import { WQ_COMPLETED, WQ_FAILED, WQ_LEASED, WorkqStore, type WorkqEvents } from './engine/workq-store.ts';
@@ -113,7 +114,7 @@ export class WorkqOps {
 
   private queues(buf: Buffer, at: number, count: number): Int32Array {
     if (count > this.queueScratch.length) this.queueScratch = new Int32Array(count * 2);
-    for (let i = 0; i < count; i++) this.queueScratch[i] = buf.readUInt32LE(at + HEADER_BYTES + i * 4);
+    for (let i = 0; i < count; i++) this.queueScratch[i] = u32le(buf, at + HEADER_BYTES + i * 4);
     return this.queueScratch;
   }
 
@@ -152,17 +153,17 @@ export class WorkqOps {
   handle(op: number, buf: Buffer, at: number, now: number): void {
     const store = this.store;
     const out = this.out;
-    const a = buf.readUInt32LE(at + 12);
-    const b = buf.readUInt32LE(at + 16);
-    const c = buf.readUInt32LE(at + 20);
-    const id = buf.readDoubleLE(at + 24);
-    const len = buf.readUInt32LE(at);
+    const a = u32le(buf, at + 12);
+    const b = u32le(buf, at + 16);
+    const c = u32le(buf, at + 20);
+    const id = f64le(buf, at + 24);
+    const len = u32le(buf, at);
     switch (op) {
       case OP_WQ_ADD: {
         const p = at + HEADER_BYTES;
-        const flags = buf.readUInt32LE(p + 24);
-        const state = store.add(a, id, buf, p + 32, b | 0, c, buf.readDoubleLE(p), buf.readDoubleLE(p + 8),
-          buf.readDoubleLE(p + 16), flags & 0xff, (flags >>> 8) & 0xff, buf.subarray(p + WQ_ADD_FIXED, at + len), now);
+        const flags = u32le(buf, p + 24);
+        const state = store.add(a, id, buf, p + 32, b | 0, c, f64le(buf, p), f64le(buf, p + 8),
+          f64le(buf, p + 16), flags & 0xff, (flags >>> 8) & 0xff, buf.subarray(p + WQ_ADD_FIXED, at + len), now);
         this.logFull(id);
         this.noteLogged();
         out.header(R_OK, 0, 0, state, a, 0, id);
@@ -177,7 +178,7 @@ export class WorkqOps {
       case OP_WQ_LEASE_BOUNDED: {
         const p = at + HEADER_BYTES;
         const queues = this.queues(buf, at + 16, a); // the ids follow the two f64 of the bound
-        const got = store.leaseBounded(queues, a, b | 0, buf.readDoubleLE(p), buf.readDoubleLE(p + 8), id, now, this.events);
+        const got = store.leaseBounded(queues, a, b | 0, f64le(buf, p), f64le(buf, p + 8), id, now, this.events);
         if (got === 0) out.header(R_NONE, 0, 0, 0, 0, 0, 0);
         else this.leased(got);
         return;
@@ -215,11 +216,11 @@ export class WorkqOps {
         return;
       case OP_WQ_RESTORE: {
         const p = at + HEADER_BYTES;
-        const flags = buf.readUInt32LE(p + 24);
-        const payloadLen = buf.readUInt32LE(p + 44);
+        const flags = u32le(buf, p + 24);
+        const payloadLen = u32le(buf, p + 44);
         const body = p + WQ_RESTORE_FIXED;
-        store.restore(a, id, buf, p + 48, b | 0, c, buf.readDoubleLE(p), buf.readDoubleLE(p + 8), buf.readDoubleLE(p + 16),
-          flags & 0xff, (flags >>> 8) & 0xff, buf.readUInt32LE(p + 28), buf.readUInt32LE(p + 40), buf.readDoubleLE(p + 32),
+        store.restore(a, id, buf, p + 48, b | 0, c, f64le(buf, p), f64le(buf, p + 8), f64le(buf, p + 16),
+          flags & 0xff, (flags >>> 8) & 0xff, u32le(buf, p + 28), u32le(buf, p + 40), f64le(buf, p + 32),
           buf.subarray(body, body + payloadLen), buf.subarray(body + payloadLen, at + len), now);
         this.logFull(id);
         out.header(R_OK, 0, 0, 0, 0, 0, 0);
@@ -247,7 +248,7 @@ export class WorkqOps {
       case OP_WQ_LENS: {
         out.header(R_NUMS, a * 16, 0, a * 2, 0, 0, 0);
         for (let i = 0; i < a; i++) {
-          const q = buf.readUInt32LE(at + HEADER_BYTES + i * 4);
+          const q = u32le(buf, at + HEADER_BYTES + i * 4);
           out.f64(store.readyLen(q));
           out.f64(store.scheduledLen(q));
         }
@@ -263,7 +264,7 @@ export class WorkqOps {
         return;
       }
       case OP_WQ_INSPECT_JOBS: {
-        const scheduled = buf.readUInt32LE(at + 8) !== 0;
+        const scheduled = u32le(buf, at + 8) !== 0;
         const ids = store.jobsOf(a, scheduled, b, c);
         let bytes = 0;
         for (const j of ids) bytes += WQ_INFO_BYTES + store.payload(j).length;
