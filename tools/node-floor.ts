@@ -15,6 +15,7 @@ import { listenBare } from '../src/net/listener.ts';
 import { RawConnection, type RawConn, type RawOwner, type TcpHandle } from '../src/net/raw.ts';
 
 const CR = 13;
+const LF = 10;
 
 /** Jobs put and not reserved yet, oldest first (a queue as two stacks would be faster: no matter at these lengths). */
 const ready: { id: number; body: Buffer }[] = [];
@@ -95,8 +96,8 @@ class Floor implements RawConn {
     this.room(body.length + 2);
     body.copy(this.out, this.outLen);
     this.outLen += body.length;
-    this.out[this.outLen++] = 13;
-    this.out[this.outLen++] = 10;
+    this.out[this.outLen++] = CR;
+    this.out[this.outLen++] = LF;
   }
 
   private text(s: string): void {
@@ -104,6 +105,7 @@ class Floor implements RawConn {
     this.outLen += this.out.write(s, this.outLen, 'latin1');
   }
 
+  /** Makes room for `n` more reply bytes, and puts the connection on the turn's list to write. */
   private room(n: number): void {
     if (this.outLen + n > this.out.length) {
       const bigger = Buffer.allocUnsafe(Math.max(this.out.length * 2, this.outLen + n));
