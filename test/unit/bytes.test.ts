@@ -1,21 +1,31 @@
-// copyBytes (src/shared/bytes.ts): the hot path's copy of a range without a view, by a loop up to
-// COPY_LOOP_MAX bytes and by `set` past it. Both paths copy exactly the range, to the offset asked.
+// copyBytes (src/shared/bytes.ts): the hot path's copy of a range, by a loop up to COPY_LOOP_MAX
+// bytes and by Buffer's copy past it, between Buffers and plain Uint8Arrays (the call sites mix
+// them). Both paths copy exactly the range, to the offset asked, and nothing else.
 // u32le / i32le / f64le: a record's fields, read as Buffer's readers read them, at any offset.
 
 import { describe, expect, it } from 'vitest';
 import { COPY_LOOP_MAX, copyBytes, f64le, i32le, u32le } from '../../src/shared/bytes.ts';
 
 describe('copyBytes', () => {
-  for (const n of [0, 1, 7, COPY_LOOP_MAX, COPY_LOOP_MAX + 1, 3 * COPY_LOOP_MAX]) {
-    it(`copies ${n} bytes from the middle of one array to the middle of another`, () => {
-      const src = new Uint8Array(n + 20);
-      for (let i = 0; i < src.length; i++) src[i] = (i * 7 + 3) & 0xff;
-      const dst = new Uint8Array(n + 40).fill(0xee);
-      copyBytes(dst, 13, src, 5, 5 + n);
-      expect([...dst.subarray(0, 13)]).toEqual(new Array(13).fill(0xee));
-      expect([...dst.subarray(13, 13 + n)]).toEqual([...src.subarray(5, 5 + n)]);
-      expect([...dst.subarray(13 + n)]).toEqual(new Array(dst.length - 13 - n).fill(0xee));
-    });
+  const kinds = {
+    Uint8Array: (n: number) => new Uint8Array(n),
+    Buffer: (n: number) => Buffer.alloc(n),
+    'a Buffer slice': (n: number) => Buffer.alloc(n + 11).subarray(11),
+  };
+  for (const [srcKind, makeSrc] of Object.entries(kinds)) {
+    for (const [dstKind, makeDst] of Object.entries(kinds)) {
+      for (const n of [0, 1, 7, COPY_LOOP_MAX, COPY_LOOP_MAX + 1, 100, 3000]) {
+        it(`copies ${n} bytes from the middle of a ${srcKind} to the middle of a ${dstKind}`, () => {
+          const src = makeSrc(n + 20);
+          for (let i = 0; i < src.length; i++) src[i] = (i * 7 + 3) & 0xff;
+          const dst = makeDst(n + 40).fill(0xee);
+          copyBytes(dst, 13, src, 5, 5 + n);
+          expect([...dst.subarray(0, 13)]).toEqual(new Array(13).fill(0xee));
+          expect([...dst.subarray(13, 13 + n)]).toEqual([...src.subarray(5, 5 + n)]);
+          expect([...dst.subarray(13 + n)]).toEqual(new Array(dst.length - 13 - n).fill(0xee));
+        });
+      }
+    }
   }
 });
 
