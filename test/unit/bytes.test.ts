@@ -1,6 +1,7 @@
 // copyBytes (src/shared/bytes.ts): the hot path's copy of a range, by a loop up to COPY_LOOP_MAX
-// bytes and by Buffer's copy past it, between Buffers and plain Uint8Arrays (the call sites mix
-// them). Both paths copy exactly the range, to the offset asked, and nothing else.
+// bytes and by Buffer's copy past it, between Buffers, plain Uint8Arrays and views of a
+// SharedArrayBuffer (the call sites mix them; a shard thread's records are in its rings). Both
+// paths copy exactly the range, to the offset asked, and nothing else.
 // u32le / i32le / f64le: a record's fields, read as Buffer's readers read them, at any offset.
 
 import { describe, expect, it } from 'vitest';
@@ -11,6 +12,7 @@ describe('copyBytes', () => {
     Uint8Array: (n: number) => new Uint8Array(n),
     Buffer: (n: number) => Buffer.alloc(n),
     'a Buffer slice': (n: number) => Buffer.alloc(n + 11).subarray(11),
+    'ring (a Buffer over a SharedArrayBuffer)': (n: number) => Buffer.from(new SharedArrayBuffer(n + 8), 8, n),
   };
   for (const [srcKind, makeSrc] of Object.entries(kinds)) {
     for (const [dstKind, makeDst] of Object.entries(kinds)) {
