@@ -3,7 +3,7 @@
 // with the call sites mixing Buffers and Uint8Arrays as the server's do: a loop 126-174 ns (V8
 // copies element by element), `dst.set(src.subarray(...))` 46-64 ns but a typed-array view
 // allocated per copy, Buffer's `copy` (a fast call into a memmove, whatever `this` is as long as
-// it is a Uint8Array) 43-49 ns and nothing allocated. Short ranges stay with the loop: the call
+// it is a Uint8Array) 43-73 ns and nothing allocated. Short ranges stay with the loop: the call
 // costs ~44 ns whatever the length, the loop ~1 ns a byte (the crossover is at ~24 bytes).
 
 /** Ranges up to this many bytes are copied byte by byte; longer ones by Buffer's `copy`. */
