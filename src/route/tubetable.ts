@@ -126,6 +126,7 @@
 
 import { isMainThread } from 'node:worker_threads';
 import { fnv1a32String } from './hash.ts';
+import { i32le } from '../shared/bytes.ts';
 
 /** The counts that keep a tube alive. `pinned` is a count too (the default tube, tubes a move runs on). */
 export type TubeCountField = 'using' | 'watching' | 'jobs' | 'pinned';
@@ -945,8 +946,7 @@ export class TubeTable {
   }
 
   private loadWord(at: number): number {
-    const u8 = this.names;
-    return u8[at]! | (u8[at + 1]! << 8) | (u8[at + 2]! << 16) | (u8[at + 3]! << 24);
+    return i32le(this.names, at);
   }
 
   private storeWord(at: number, v: number): void {

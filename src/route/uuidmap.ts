@@ -9,12 +9,10 @@
 // u32 words, an f64 id and a u8 shard per slot, about 29 bytes a slot at most half full.
 // Deletion shifts the following entries back, so there are no tombstones.
 
+import { u32le } from '../shared/bytes.ts';
+
 const MIN_CAPACITY = 1024;
 const EMPTY_ID = 0; // internal ids start at 1
-
-function word(b: Uint8Array, at: number): number {
-  return (b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | (b[at + 3] << 24)) >>> 0;
-}
 
 export class UuidMap {
   private cap = 0;
@@ -53,10 +51,10 @@ export class UuidMap {
 
   /** Slot of `uuid[at, at+16)`, or -1. */
   private find(uuid: Uint8Array, at: number): number {
-    const w0 = word(uuid, at);
-    const w1 = word(uuid, at + 4);
-    const w2 = word(uuid, at + 8);
-    const w3 = word(uuid, at + 12);
+    const w0 = u32le(uuid, at);
+    const w1 = u32le(uuid, at + 4);
+    const w2 = u32le(uuid, at + 8);
+    const w3 = u32le(uuid, at + 12);
     const keys = this.keys;
     for (let i = this.home(w0, w1, w2, w3); ; i = (i + 1) & this.mask) {
       if (this.ids[i] === EMPTY_ID) return -1;
@@ -82,7 +80,7 @@ export class UuidMap {
   insert(uuid: Uint8Array, at: number, id: number, shard: number): boolean {
     if (this.find(uuid, at) !== -1) return false;
     if ((this.count + 1) * 2 > this.cap) this.grow();
-    this.place(word(uuid, at), word(uuid, at + 4), word(uuid, at + 8), word(uuid, at + 12), id, shard);
+    this.place(u32le(uuid, at), u32le(uuid, at + 4), u32le(uuid, at + 8), u32le(uuid, at + 12), id, shard);
     this.count++;
     return true;
   }
