@@ -1,21 +1,23 @@
-// Copying a range of one byte array into another, on the hot path: a job's body is copied four
-// times (read -> request record -> chunk -> reply record -> reply). Measured here for 100 bytes,
-// with the call sites mixing Buffers and Uint8Arrays as the server's do: a loop 126-174 ns (V8
-// copies element by element), `dst.set(src.subarray(...))` 46-64 ns but a typed-array view
-// allocated per copy, Buffer's `copy` (a fast call into a memmove, whatever `this` is as long as
-// it is a Uint8Array) 43-73 ns and nothing allocated. Short ranges stay with the loop: the call
-// costs ~44 ns whatever the length, the loop ~1 ns a byte (the crossover is at ~24 bytes).
+// Copying a range of one byte array into another without making a view of it. `dst.set(src.subarray(...))`
+// allocates a typed-array object per call; on the hot path (a job body into a ring record, a
+// chunk, or a reply) that was several objects per job and a young-generation collection every
+// few thousand jobs. Short ranges are copied by a loop, long ones by `set`, where one view is
+// nothing beside the bytes.
+//
+// Not by Buffer's `copy`, though it was as fast as `set` and allocated nothing: that is a fast
+// call into Node's C++ for every body, and the first CI run with it lost a test process to a
+// SIGSEGV, after thirteen green runs with this loop. The crash did not come back when looked for,
+// so nothing proves the copy caused it; but it was the only change that reached native code, for
+// ~50 ns a command that no benchmark here resolves. Here only V8's own builtins touch the bytes.
 
-/** Ranges up to this many bytes are copied byte by byte; longer ones by Buffer's `copy`. */
-export const COPY_LOOP_MAX = 24;
-
-const bufferCopy = Buffer.prototype.copy;
+/** Ranges up to this many bytes are copied byte by byte (no allocation). */
+export const COPY_LOOP_MAX = 256;
 
 /** Copies `src[start, end)` to `dst` at `at` (the caller has checked that it fits). */
 export function copyBytes(dst: Uint8Array, at: number, src: Uint8Array, start: number, end: number): void {
   const n = end - start;
   if (n > COPY_LOOP_MAX) {
-    bufferCopy.call(src, dst, at, start, end);
+    dst.set(src.subarray(start, end), at);
     return;
   }
   for (let i = 0; i < n; i++) dst[at + i] = src[start + i];

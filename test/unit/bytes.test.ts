@@ -1,5 +1,5 @@
 // copyBytes (src/shared/bytes.ts): the hot path's copy of a range, by a loop up to COPY_LOOP_MAX
-// bytes and by Buffer's copy past it, between Buffers, plain Uint8Arrays and views of a
+// bytes and by `set` past it, between Buffers, plain Uint8Arrays and views of a
 // SharedArrayBuffer (the call sites mix them; a shard thread's records are in its rings). Both
 // paths copy exactly the range, to the offset asked, and nothing else.
 // u32le / i32le / f64le: a record's fields, read as Buffer's readers read them, at any offset.
