@@ -13,7 +13,7 @@ import {
   R_NONE, R_NUMS, R_OK, RecordWriter, REPLY_FLAG_UNLOGGED, OP_LIST_JOBS, OP_CLEAR_TUBE, LIST_JOBS_MAX,
   LIST_PREVIEW_BYTES, LIST_FIELDS, CLEAR_JOBS_MAX, R_JOB_LIST, R_IDS, OP_RESERVE_WAIT, OP_CANCEL_WAIT, OP_TAKE_ID, OP_FAN_WAIT, OP_AFTER, R_PARKED, TUBE_FIELDS, TUBE_WAITING,
   R_DEFERRED, R_DROPPED, E_RESERVED, E_WAIT_END, E_DEFERRED, END_DEADLINE_SOON, END_TIMED_OUT, RESERVE_FOREVER,
-  DEADLINE_SOON_MS,
+  DEADLINE_SOON_MS, IdList,
   mayMakeReady,
 } from '../src/shared/records.ts';
 import type { WalConfig } from './wal/wal.ts';
@@ -150,7 +150,7 @@ export class ShardCore {
   waitSliceMs = 1;
   /** OP_CLEAR_TUBE's deleted ids (grows to CLEAR_JOBS_MAX at most). */
   private clearIds: Float64Array = new Float64Array(0);
-  private tubeScratch = new Int32Array(64);
+  private readonly tubeList = new IdList(64);
   // What the clock does: a tube that gained ready jobs (a TTR end, an unpause) gets its waiters
   // served (a delay's end is served in order, from engine.lastTicked).
   private readonly sink = {
@@ -196,10 +196,7 @@ export class ShardCore {
   }
 
   private readTubes(buf: Buffer, at: number, count: number): Int32Array {
-    if (count > this.tubeScratch.length) this.tubeScratch = new Int32Array(count * 2);
-    const tubes = this.tubeScratch;
-    for (let i = 0; i < count; i++) tubes[i] = u32le(buf, at + HEADER_BYTES + i * 4);
-    return tubes;
+    return this.tubeList.read(buf, at + HEADER_BYTES, count);
   }
 
   /** R_JOB: a = tube, b = more, id, payload f64 deadline + body (E_RESERVED: the same, conn@8). */
@@ -580,7 +577,7 @@ export class ShardCore {
       w.kept[w.head++] = EMPTY;
       const at = out.header(E_DEFERRED, 0, w.conn, rec[4] === OP_EXPIRE ? 1 : 0, 0, 0, 0);
       this.apply(rec, 0, now);
-      out.buf.writeUInt32LE(out.len - at, at);
+      out.closeEnvelope(at);
     }
     this.waits.forgetIfIdle(w);
   }

@@ -12,7 +12,7 @@ import {
   E_WQ_DONE, E_WQ_GONE, E_WQ_READY, HEADER_BYTES, OP_WQ_ADD, OP_WQ_COMPLETE, OP_WQ_DELETE, OP_WQ_FAIL,
   OP_WQ_INSPECT_JOB, OP_WQ_INSPECT_JOBS, OP_WQ_LEASE, OP_WQ_LEASE_BOUNDED, OP_WQ_LENS, OP_WQ_PEEK,
   OP_WQ_QUEUE_NAME, OP_WQ_RESTORE, OP_WQ_RESULT, OP_WQ_RUN_END, R_BEST, R_JOB, R_NONE, R_NUMS, R_OK, R_WQ_JOBS, type RecordWriter,
-  WQ_ADD_FIXED, WQ_INFO_FIELDS, WQ_INFO_BYTES, WQ_RESTORE_FIXED,
+  WQ_ADD_FIXED, WQ_INFO_FIELDS, WQ_INFO_BYTES, WQ_RESTORE_FIXED, IdList,
 } from '../src/shared/records.ts';
 import { f64le, u32le } from '../src/shared/bytes.ts';
 import type { Wal } from './wal/index.ts';
@@ -22,7 +22,7 @@ import { WQ_COMPLETED, WQ_FAILED, WQ_LEASED, WorkqStore, type WorkqEvents } from
 export class WorkqOps {
   private storeOrNull: WorkqStore | null = null;
   private readonly out: RecordWriter;
-  private queueScratch = new Int32Array(16);
+  private readonly queueList = new IdList(16);
   private readonly info = new Float64Array(WQ_INFO_FIELDS);
   private readonly img = new Float64Array(10);
   private readonly wal: Wal | null;
@@ -113,9 +113,7 @@ export class WorkqOps {
   }
 
   private queues(buf: Buffer, at: number, count: number): Int32Array {
-    if (count > this.queueScratch.length) this.queueScratch = new Int32Array(count * 2);
-    for (let i = 0; i < count; i++) this.queueScratch[i] = u32le(buf, at + HEADER_BYTES + i * 4);
-    return this.queueScratch;
+    return this.queueList.read(buf, at + HEADER_BYTES, count);
   }
 
   /** R_JOB for a job just leased: a = queue, b = more, c = TTR (ms), id; payload UUID + body. */

@@ -347,6 +347,26 @@ export const eventReserves = (b: Buffer, at: number): number => u32le(b, at + 16
 export const eventEvicted = (b: Buffer, at: number): boolean => u32le(b, at + 12) !== 0;
 
 /**
+ * A record's list of u32 ids (the tubes of a reserve, the queues of a lease), read into one array
+ * kept for the next record: no array per request.
+ */
+export class IdList {
+  private ids: Int32Array;
+
+  constructor(initial = 16) {
+    this.ids = new Int32Array(initial);
+  }
+
+  /** The `count` ids from byte `from` of `buf`; valid until the next read. */
+  read(buf: Uint8Array, from: number, count: number): Int32Array {
+    if (count > this.ids.length) this.ids = new Int32Array(count * 2);
+    const ids = this.ids;
+    for (let i = 0; i < count; i++) ids[i] = u32le(buf, from + i * 4);
+    return ids;
+  }
+}
+
+/**
  * Appends records into one growing Buffer: one per shard per event-loop turn on the main thread,
  * one per batch on a shard. The bytes are then copied into the ring in as few writes as fit.
  */
@@ -408,6 +428,14 @@ export class RecordWriter {
     this.ensure(n);
     copyBytes(this.buf, this.len, src, start, end);
     this.len += n;
+  }
+
+  /**
+   * Makes the record written at `at` (with no payload of its own) an envelope of everything
+   * appended after it: its length becomes the bytes from `at` to the end.
+   */
+  closeEnvelope(at: number): void {
+    this.view.setUint32(at, this.len - at, true);
   }
 
   reset(): void {
